@@ -1,0 +1,89 @@
+"""Discover → model → check: one run of ``libdoctor check``, returned as a value."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from libdoctor.checks.files import check_files, hash_jobs
+from libdoctor.disk import Disk, RealDisk
+from libdoctor.findings import CODES, Finding, Severity
+from libdoctor.model import build_environment
+from libdoctor.target import Target
+
+
+@dataclass(frozen=True, slots=True)
+class CheckOptions:
+    deep: bool = False
+    cache_dir: str | None = None  # None: no hash cache
+    workers: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    target: Target
+    distributions: int
+    files: int
+    findings: tuple[Finding, ...]
+    hashing: dict[str, int] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# Called once with the total bytes to hash, then with each chunk of bytes done.
+ProgressFactory = Callable[[int, int], Callable[[int], None]]
+
+
+def run_check(
+    target: Target,
+    options: CheckOptions,
+    *,
+    progress: ProgressFactory | None = None,
+    disk: Disk | None = None,
+) -> Report:
+    env = build_environment(target)
+    disk = disk or RealDisk()
+    hashing: dict[str, int] | None = None
+    digests = None
+    if options.deep:
+        from libdoctor.hashing import HashCache, HashStats, hash_many
+
+        jobs = hash_jobs(env, disk)
+        cache = HashCache.load(options.cache_dir, target.prefix)
+        stats = HashStats()
+        tick = progress(len(jobs), sum(j.state.size for j in jobs)) if progress else None
+        digests = hash_many(jobs, cache, stats, workers=options.workers, progress=tick)
+        cache.save(target.prefix)
+        hashing = stats.as_dict()
+    findings = check_files(env, disk, digests)
+    return Report(
+        target=target,
+        distributions=len(env.distributions),
+        files=len(env.claims),
+        findings=tuple(findings),
+        hashing=hashing,
+    )
+
+
+def filter_findings(
+    findings: Sequence[Finding],
+    select: frozenset[str] | None,
+    ignore: frozenset[str],
+    show_all: bool,
+) -> list[Finding]:
+    """What the user sees: hidden-by-default codes only when asked for by name or --all."""
+    shown = []
+    for finding in findings:
+        if finding.code in ignore:
+            continue
+        if select is not None and finding.code not in select:
+            continue
+        if not show_all and not CODES[finding.code].shown_by_default and (
+            select is None or finding.code not in select
+        ):
+            continue
+        shown.append(finding)
+    order = {s: i for i, s in enumerate(sorted(Severity, reverse=True))}
+    return sorted(shown, key=lambda f: (order[f.severity], f.code, f.message))
+
+

@@ -1,0 +1,1 @@
+"""Checks: pure functions from the model (and a Disk view) to findings."""

@@ -1,0 +1,585 @@
+"""File truth: every RECORD claim checked against the disk.
+
+Codes: missing-files, shared-path, shared-path-identical, altered-files,
+duplicate-distribution, record-invalid, untracked-library.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from libdoctor.disk import Disk, FileState
+from libdoctor.distributions import Distribution
+from libdoctor.findings import DistRef, Finding, Severity
+from libdoctor.fixes import reinstall_fix, steps_fix, uninstall_argv, reinstall_argv
+from libdoctor.model import Claim, Environment, is_inside
+from libdoctor.paths import display, is_bytecode, is_native
+
+if TYPE_CHECKING:
+    from libdoctor.hashing import HashJob
+
+Digests = Mapping[tuple[str, str], "bytes | str"]
+
+# How many paths a finding lists in its message-facing evidence before it summarises.
+_SHOWN = 20
+
+
+def ref(dist: Distribution) -> DistRef:
+    return DistRef(dist.name, dist.version)
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {plural or word + 's'}"
+
+
+def _are(n: int) -> str:
+    return "is" if n == 1 else "are"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Does the disk hold the bytes a claim describes? ``matches`` None: cannot tell."""
+
+    matches: bool | None
+    decided_by: str | None  # "size" | "hash" | None
+    actual_size: int
+    actual_hash: str | None = None
+
+
+def judge(claim: Claim, state: FileState, digests: Digests | None) -> Verdict:
+    entry = claim.entry
+    if entry.size is not None and state.size != entry.size:
+        return Verdict(False, "size", state.size)
+    if digests is not None and entry.hash is not None:
+        algorithm = entry.hash.partition("=")[0]
+        digest = digests.get((claim.path, algorithm))
+        if isinstance(digest, bytes):
+            actual = f"{algorithm}={base64.urlsafe_b64encode(digest).rstrip(b'=').decode()}"
+            same = actual == entry.hash
+            return Verdict(same, "hash", state.size, None if same else actual)
+    if entry.size is not None:
+        return Verdict(True, "size", state.size)
+    return Verdict(None, None, state.size)
+
+
+def hash_jobs(env: Environment, disk: Disk) -> list[HashJob]:
+    """The files --deep must read: every present claim that carries a hash."""
+    from libdoctor.hashing import HashJob
+
+    jobs: list[HashJob] = []
+    seen: set[tuple[str, str]] = set()
+    for path, claims in env.claims.items():
+        state = disk.stat(path)
+        if not state.is_file or state.error:
+            continue
+        for claim in claims:
+            algorithm = claim.entry.algorithm
+            if algorithm is None:
+                continue
+            key = (path, algorithm)
+            if key not in seen:
+                seen.add(key)
+                jobs.append(HashJob(path, algorithm, state))
+    return jobs
+
+
+def _claims_differ(claims: Sequence[Claim]) -> bool:
+    first = claims[0].entry
+    for claim in claims[1:]:
+        entry = claim.entry
+        if first.hash and entry.hash and first.hash != entry.hash:
+            return True
+        if first.size is not None and entry.size is not None and first.size != entry.size:
+            return True
+    return False
+
+
+@dataclass(slots=True)
+class _SharedGroup:
+    claimants: tuple[Distribution, ...]
+    paths: list[str]
+    on_disk: dict[str, int]  # metadata_dir -> paths whose bytes match that claimant
+    undecided: list[str]
+    foreign: list[str]  # present, but matching no claimant
+    absent: list[str]
+    decided_by: set[str]
+
+
+def check_files(env: Environment, disk: Disk, digests: Digests | None = None) -> list[Finding]:
+    findings: list[Finding] = []
+    findings += check_duplicates(env)
+    findings += check_records(env)
+    shared, covered = _shared_paths(env, disk, digests)
+    findings += shared
+    findings += _missing_and_altered(env, disk, digests, covered)
+    findings += check_untracked(env, disk)
+    return findings
+
+
+# --- duplicate-distribution -------------------------------------------------------------
+
+
+def check_duplicates(env: Environment) -> list[Finding]:
+    groups: dict[tuple[str, str], list[Distribution]] = defaultdict(list)
+    for dist in env.distributions:
+        groups[(dist.site.path, dist.key)].append(dist)
+    findings = []
+    for (site, _), dists in groups.items():
+        if len(dists) < 2:
+            continue
+        versions = ", ".join(f"{d.version} ({os.path.basename(d.metadata_dir)})" for d in dists)
+        newest = _newest(dists)
+        stale = [d.metadata_dir for d in dists if d is not newest]
+        findings.append(
+            Finding(
+                code="duplicate-distribution",
+                severity=Severity.ERROR,
+                message=(
+                    f"{newest.name} is installed {len(dists)} times in {display(site)}: {versions}. "
+                    "An interrupted upgrade or a copy left two metadata directories; installers "
+                    "and importlib.metadata will pick one of them arbitrarily."
+                ),
+                distribution=ref(newest),
+                paths=tuple(d.metadata_dir for d in dists),
+                evidence={
+                    "metadata_dirs": [
+                        {"path": d.metadata_dir, "version": d.version, "installer": d.installer}
+                        for d in dists
+                    ]
+                },
+                fix=reinstall_fix(
+                    newest,
+                    env.target,
+                    note="then delete the stale metadata directory: "
+                    + ", ".join(display(s) for s in stale),
+                ),
+            )
+        )
+    return findings
+
+
+def _newest(dists: Sequence[Distribution]) -> Distribution:
+    from packaging.version import InvalidVersion, Version
+
+    def key(dist: Distribution) -> tuple[int, Any]:
+        try:
+            return (1, Version(dist.version))
+        except InvalidVersion:
+            return (0, dist.version)
+
+    return max(dists, key=key)
+
+
+# --- record-invalid ---------------------------------------------------------------------
+
+
+def check_records(env: Environment) -> list[Finding]:
+    findings = []
+    escaping: dict[str, list[str]] = defaultdict(list)
+    for item in env.escaping:
+        escaping[item.dist.metadata_dir].append(item.entry.path)
+    for dist in env.distributions:
+        severity = Severity.INFO if dist.site.inherited else Severity.WARNING
+        if dist.record_error:
+            findings.append(
+                Finding(
+                    code="record-invalid",
+                    severity=severity,
+                    message=(
+                        f"{dist.display} has {dist.record_error}: its files cannot be checked, "
+                        "and an uninstall cannot know what to remove."
+                    ),
+                    distribution=ref(dist),
+                    paths=(dist.metadata_dir,),
+                    evidence={"reason": dist.record_error},
+                    fix=reinstall_fix(dist, env.target),
+                )
+            )
+        problems = dist.record.problems if dist.record else ()
+        if problems:
+            findings.append(
+                Finding(
+                    code="record-invalid",
+                    severity=severity,
+                    message=(
+                        f"{dist.display}: {_plural(len(problems), 'malformed RECORD row')} "
+                        f"(first: line {problems[0].line}: {problems[0].reason})."
+                    ),
+                    distribution=ref(dist),
+                    paths=(os.path.join(dist.metadata_dir, "RECORD"),),
+                    evidence={
+                        "rows": [
+                            {"line": p.line, "text": display(p.text), "reason": p.reason}
+                            for p in problems
+                        ]
+                    },
+                    fix=reinstall_fix(dist, env.target),
+                )
+            )
+        outside = escaping.get(dist.metadata_dir)
+        if outside:
+            findings.append(
+                Finding(
+                    code="record-invalid",
+                    severity=severity,
+                    message=(
+                        f"{dist.display}: RECORD names {_plural(len(outside), 'path')} outside "
+                        f"the prefix {display(dist.site.prefix)} (first: {display(outside[0])}). "
+                        "libdoctor reports them and never follows them; an uninstall by pip "
+                        "would try to delete them."
+                    ),
+                    distribution=ref(dist),
+                    paths=(os.path.join(dist.metadata_dir, "RECORD"),),
+                    evidence={"outside_prefix": [display(p) for p in outside]},
+                )
+            )
+    return findings
+
+
+# --- shared-path ------------------------------------------------------------------------
+
+
+def _requirers(env: Environment) -> dict[str, list[Distribution]]:
+    """canonical name -> installed distributions that require it (markers evaluated here)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from libdoctor.distributions import canonicalize_name
+
+    required: dict[str, list[Distribution]] = defaultdict(list)
+    for dist in env.distributions:
+        for text in dist.requires_dist:
+            try:
+                req = Requirement(text)
+                if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                    continue
+            except (InvalidRequirement, ValueError, KeyError):
+                continue
+            required[canonicalize_name(req.name)].append(dist)
+    return required
+
+
+def _shared_paths(
+    env: Environment, disk: Disk, digests: Digests | None
+) -> tuple[list[Finding], set[str]]:
+    """Findings for multiply-claimed paths, and the paths whose bytes are a claimant's."""
+    groups: dict[tuple[str, ...], _SharedGroup] = {}
+    identical: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    identical_claimants: dict[tuple[str, ...], tuple[Distribution, ...]] = {}
+    covered: set[str] = set()
+    for path, claims in env.claims.items():
+        if len(claims) < 2:
+            continue
+        dists = tuple({c.dist.metadata_dir: c.dist for c in claims}.values())
+        if len(dists) < 2:
+            continue
+        key = tuple(sorted(d.metadata_dir for d in dists))
+        if not _claims_differ(claims):
+            identical[key].append(path)
+            identical_claimants[key] = dists
+            continue
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = _SharedGroup(dists, [], {}, [], [], [], set())
+        group.paths.append(path)
+        state = disk.stat(path)
+        if not state.exists or state.error:
+            group.absent.append(path)
+            continue
+        verdicts = [(c, judge(c, state, digests)) for c in claims]
+        matching = [c for c, v in verdicts if v.matches]
+        group.decided_by.update(v.decided_by for _, v in verdicts if v.decided_by)
+        if len(matching) == 1:
+            owner = matching[0].dist.metadata_dir
+            group.on_disk[owner] = group.on_disk.get(owner, 0) + 1
+            covered.add(path)
+        elif matching:
+            group.undecided.append(path)
+            covered.add(path)
+        else:
+            group.foreign.append(path)
+    findings = [_shared_finding(env, g) for g in groups.values()]
+    findings += [
+        _identical_finding(identical_claimants[key], paths) for key, paths in identical.items()
+    ]
+    return findings, covered
+
+
+def _shared_finding(env: Environment, group: _SharedGroup) -> Finding:
+    names = " and ".join(d.display for d in group.claimants)
+    n = len(group.paths)
+    owner: Distribution | None = None
+    if group.on_disk:
+        best = max(group.on_disk, key=lambda k: group.on_disk[k])
+        owner = next(d for d in group.claimants if d.metadata_dir == best)
+    decided_by = "hash" if "hash" in group.decided_by else ("size" if group.decided_by else None)
+    parts = [f"{_plural(n, 'path')} claimed by {names} with different contents."]
+    if owner is not None:
+        others = [d.name for d in group.claimants if d is not owner]
+        parts.append(
+            f"The bytes on disk are {owner.name}'s (by {decided_by}): it overwrote "
+            f"{', '.join(others)}'s copy of {_plural(group.on_disk[owner.metadata_dir], 'file')}."
+        )
+    if group.undecided:
+        parts.append(
+            f"{_plural(len(group.undecided), 'file')} could not be told apart by size"
+            + ("; run with --deep to compare hashes." if decided_by != "hash" else ".")
+        )
+    if group.foreign:
+        parts.append(f"{_plural(len(group.foreign), 'file')} match no claimant.")
+    if group.absent:
+        parts.append(f"{_plural(len(group.absent), 'file')} {_are(len(group.absent))} gone from disk.")
+    parts.append(
+        "Uninstalling either deletes all of them and leaves the other installed without its files."
+    )
+    required = _requirers(env)
+    keep, why = _choose_keeper(group.claimants, owner, required)
+    fix = None
+    if keep is not None:
+        others = [d for d in group.claimants if d is not keep]
+        fix = steps_fix(
+            *(uninstall_argv(d, env.target) for d in others),
+            reinstall_argv(keep, env.target),
+            note=f"keeps {keep.name} ({why}); to keep another instead, swap the names",
+        )
+    return Finding(
+        code="shared-path",
+        severity=Severity.ERROR,
+        message=" ".join(parts),
+        paths=tuple(sorted(group.paths)),
+        evidence={
+            "claimants": [
+                {
+                    "name": d.name,
+                    "version": d.version,
+                    "on_disk": group.on_disk.get(d.metadata_dir, 0),
+                    "required_by": sorted({r.name for r in required.get(d.key, [])}),
+                }
+                for d in group.claimants
+            ],
+            "on_disk_owner": owner.name if owner else None,
+            "decided_by": decided_by,
+            "undecided": [display(p) for p in group.undecided],
+            "match_no_claimant": [display(p) for p in group.foreign],
+            "absent": [display(p) for p in group.absent],
+            "uninstall_would_delete": {d.name: n for d in group.claimants},
+        },
+        fix=fix,
+    )
+
+
+def _choose_keeper(
+    claimants: Sequence[Distribution],
+    owner: Distribution | None,
+    required: Mapping[str, list[Distribution]],
+) -> tuple[Distribution | None, str]:
+    wanted = [d for d in claimants if required.get(d.key)]
+    if len(wanted) == 1:
+        users = ", ".join(sorted({r.name for r in required[wanted[0].key]}))
+        return wanted[0], f"required by {users}"
+    if owner is not None:
+        return owner, "its bytes are on disk"
+    return None, ""
+
+
+def _identical_finding(claimants: Sequence[Distribution], paths: list[str]) -> Finding:
+    names = " and ".join(d.display for d in claimants)
+    return Finding(
+        code="shared-path-identical",
+        severity=Severity.INFO,
+        message=(
+            f"{_plural(len(paths), 'path')} claimed by {names} with identical contents "
+            "(harmless while both stay; uninstalling one deletes them for both)."
+        ),
+        paths=tuple(sorted(paths)),
+        evidence={"claimants": [{"name": d.name, "version": d.version} for d in claimants]},
+    )
+
+
+# --- missing-files and altered-files ----------------------------------------------------
+
+
+def _missing_and_altered(
+    env: Environment, disk: Disk, digests: Digests | None, covered: set[str]
+) -> list[Finding]:
+    findings: list[Finding] = []
+    stat = disk.stat
+    for dist in env.distributions:
+        claims = env.claims_of(dist)
+        missing: list[str] = []
+        unusable: dict[str, str] = {}
+        altered: list[tuple[Claim, Verdict]] = []
+        for claim in claims:
+            path = claim.path
+            state = stat(path)
+            if not state.exists:
+                if not is_bytecode(path):
+                    missing.append(path)
+                continue
+            if state.error:
+                unusable[path] = state.error
+                continue
+            if not state.is_file or path in covered:
+                continue
+            size = claim.entry.size
+            if digests is None:  # the hot path: sizes only, no Verdict objects
+                if size is not None and size != state.size:
+                    altered.append((claim, Verdict(False, "size", state.size)))
+                continue
+            verdict = judge(claim, state, digests)
+            if verdict.matches is False:
+                altered.append((claim, verdict))
+        if missing or unusable:
+            findings.append(_missing_finding(env, dist, claims, missing, unusable))
+        if altered:
+            findings += _altered_findings(env, dist, altered)
+    return findings
+
+
+def _missing_finding(
+    env: Environment,
+    dist: Distribution,
+    claims: Sequence[Claim],
+    missing: list[str],
+    unusable: dict[str, str],
+) -> Finding:
+    count = len(missing) + len(unusable)
+    files = sum(1 for c in claims if not is_bytecode(c.path))
+    natives = sum(1 for c in claims if is_native(c.path))
+    natives_missing = sum(1 for p in [*missing, *unusable] if is_native(p))
+    phantom = natives > 0 and natives_missing == natives
+    message = (
+        f"{dist.display} is installed but {count} of its {files} files "
+        f"{'is' if count == 1 else 'are'} missing"
+    )
+    if unusable:
+        message += f" or unusable ({len(unusable)}: {next(iter(unusable.values()))})"
+    message += "."
+    if phantom:
+        message += (
+            f" Every native library ({natives}) is gone: a phantom install that pip check, "
+            "pip show and pip install (\"already satisfied\") all treat as healthy."
+        )
+    others = sorted(
+        {
+            o.display
+            for path in [*missing, *unusable]
+            for o in env.owners(path)
+            if o is not dist
+        }
+    )
+    evidence: dict[str, Any] = {"missing": count, "files": files, "phantom": phantom}
+    if unusable:
+        evidence["unusable"] = {display(p): reason for p, reason in unusable.items()}
+    if others:
+        evidence["also_claimed_by"] = others
+    return Finding(
+        code="missing-files",
+        severity=Severity.ERROR,
+        message=message,
+        distribution=ref(dist),
+        paths=tuple(sorted([*missing, *unusable])),
+        evidence=evidence,
+        fix=reinstall_fix(dist, env.target),
+    )
+
+
+def _altered_findings(
+    env: Environment, dist: Distribution, altered: list[tuple[Claim, Verdict]]
+) -> list[Finding]:
+    findings = []
+    native = [(c, v) for c, v in altered if is_native(c.path)]
+    other = [(c, v) for c, v in altered if not is_native(c.path)]
+    for items, severity, kind in (
+        (native, Severity.ERROR, "native"),
+        (other, Severity.WARNING, "other"),
+    ):
+        if not items:
+            continue
+        by = sorted({v.decided_by or "?" for _, v in items})
+        what = "native libraries" if kind == "native" else "files"
+        findings.append(
+            Finding(
+                code="altered-files",
+                severity=severity,
+                message=(
+                    f"{dist.display}: {len(items)} {what} differ from RECORD "
+                    f"(by {' and '.join(by)}); their bytes are not the ones that were installed."
+                ),
+                distribution=ref(dist),
+                paths=tuple(sorted(c.path for c, _ in items)),
+                evidence={
+                    "files": [
+                        {
+                            "path": display(c.path),
+                            "expected_size": c.entry.size,
+                            "actual_size": v.actual_size,
+                            **(
+                                {"expected_hash": str(c.entry.hash), "actual_hash": v.actual_hash}
+                                if v.decided_by == "hash" and c.entry.hash
+                                else {}
+                            ),
+                        }
+                        for c, v in items
+                    ]
+                },
+                fix=reinstall_fix(dist, env.target),
+            )
+        )
+    return findings
+
+
+# --- untracked-library ------------------------------------------------------------------
+
+
+def check_untracked(env: Environment, disk: Disk) -> list[Finding]:
+    site_roots = {site.path for site in env.target.site_dirs}
+    directories = {path.rpartition(os.sep)[0] for path in env.claims}
+    candidates = sorted(
+        d
+        for d in directories
+        if d not in site_roots
+        and not d.endswith((".dist-info", ".egg-info", f"{os.sep}__pycache__"))
+        and any(is_inside(d, root) for root in site_roots)
+    )
+    found: dict[str, list[str]] = {}
+    for directory in candidates:
+        for name in disk.listdir(directory):
+            path = directory + os.sep + name
+            if path in env.claims or not is_native(path):
+                continue
+            state = disk.stat(path)
+            if state.is_file or state.error:
+                found.setdefault(directory, []).append(path)
+    if not found:
+        return []
+    dir_owners: dict[str, dict[str, Distribution]] = defaultdict(dict)
+    for path, claims in env.claims.items():
+        directory = path.rpartition(os.sep)[0]
+        if directory in found:
+            for claim in claims:
+                dir_owners[directory][claim.dist.metadata_dir] = claim.dist
+    findings = []
+    for directory, untracked in found.items():
+        owners = list(dir_owners[directory].values())
+        sole = owners[0] if len(owners) == 1 else None
+        findings.append(
+            Finding(
+                code="untracked-library",
+                severity=Severity.INFO,
+                message=(
+                    f"{_plural(len(untracked), 'shared library', 'shared libraries')} in "
+                    f"{display(directory)} {_are(len(untracked))} claimed by no RECORD "
+                    f"(directory owned by {', '.join(d.display for d in owners)}); "
+                    "leftovers like these can shadow the installed libraries."
+                ),
+                distribution=ref(sole) if sole else None,
+                paths=tuple(sorted(untracked)),
+                evidence={"directory_owners": [d.name for d in owners]},
+            )
+        )
+    return findings

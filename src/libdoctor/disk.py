@@ -1,0 +1,104 @@
+"""What is on disk, behind one narrow interface so a what-if can replace it.
+
+Checks ask ``Disk.stat`` and ``Disk.listdir``; the real implementation memoises, and a
+simulated one (``WithoutPaths``) answers for the environment as it would be after a change.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from stat import S_ISREG
+from collections.abc import Iterable
+from typing import NamedTuple
+from typing import Protocol
+
+
+class FileState(NamedTuple):
+    """The facts a check needs about one path; ``error`` is set when it cannot be used.
+
+    A NamedTuple: one is made per file on every run (hot path).
+    """
+
+    exists: bool
+    is_file: bool = False
+    size: int = 0
+    mtime_ns: int = 0
+    inode: int = 0
+    device: int = 0
+    error: str | None = None  # "no such file", "symlink loop", "permission denied", ...
+
+
+MISSING = FileState(exists=False, error="no such file")
+
+
+def _describe(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "symlink loop"
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return "no such file"
+    if exc.errno == errno.EACCES:
+        return "permission denied"
+    return exc.strerror or str(exc)
+
+
+class Disk(Protocol):
+    def stat(self, path: str) -> FileState: ...
+
+    def listdir(self, path: str) -> tuple[str, ...]: ...
+
+
+class RealDisk:
+    """Reads the file system; never writes. Results are memoised for one run."""
+
+    def __init__(self) -> None:
+        self._stats: dict[str, FileState] = {}
+        self._listings: dict[str, tuple[str, ...]] = {}
+
+    def stat(self, path: str) -> FileState:
+        cached = self._stats.get(path)
+        if cached is not None:
+            return cached
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            state = (
+                MISSING
+                if exc.errno in (errno.ENOENT, errno.ENOTDIR)
+                else FileState(exists=True, error=_describe(exc))
+            )
+        except ValueError:  # embedded NUL in a RECORD path
+            state = FileState(exists=False, error="invalid path")
+        else:
+            state = FileState(
+                True, S_ISREG(st.st_mode), st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev
+            )
+        self._stats[path] = state
+        return state
+
+    def listdir(self, path: str) -> tuple[str, ...]:
+        cached = self._listings.get(path)
+        if cached is not None:
+            return cached
+        try:
+            names = tuple(os.listdir(path))
+        except (OSError, ValueError):
+            names = ()
+        self._listings[path] = names
+        return names
+
+
+class WithoutPaths:
+    """``base`` as it would be once ``removed`` paths are deleted (a what-if view)."""
+
+    def __init__(self, base: Disk, removed: Iterable[str]) -> None:
+        self._base = base
+        self._removed = frozenset(removed)
+
+    def stat(self, path: str) -> FileState:
+        return MISSING if path in self._removed else self._base.stat(path)
+
+    def listdir(self, path: str) -> tuple[str, ...]:
+        return tuple(
+            name for name in self._base.listdir(path) if os.path.join(path, name) not in self._removed
+        )

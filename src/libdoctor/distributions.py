@@ -1,0 +1,183 @@
+"""Installed distributions (dist-info and egg-info) read into frozen values."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from libdoctor.record import ParsedRecord, RecordProblem, parse_installed_files, parse_record
+from libdoctor.target import SiteDir, Target
+
+
+@dataclass(frozen=True, slots=True)
+class Metadata:
+    name: str
+    version: str
+    requires_dist: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Distribution:
+    name: str
+    version: str
+    key: str  # canonical (PEP 503) name
+    metadata_dir: str  # absolute path of the *.dist-info / *.egg-info
+    kind: str  # "dist-info" | "egg-info"
+    site: SiteDir
+    base_dir: str  # RECORD paths are relative to this directory
+    installer: str | None  # INSTALLER contents ("pip", "uv", ...)
+    requires_dist: tuple[str, ...]
+    record: ParsedRecord | None  # None: no file list at all
+    record_error: str | None  # why the file list could not be read (missing, unreadable)
+
+    @property
+    def display(self) -> str:
+        return f"{self.name} {self.version}"
+
+
+_SEPARATORS = re.compile(r"[-_.]+")
+
+
+def canonicalize_name(name: str) -> str:
+    """PEP 503 normalised name (what packaging.utils.canonicalize_name returns)."""
+    return _SEPARATORS.sub("-", name).lower()
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def parse_metadata(data: bytes) -> Metadata:
+    """Read Name, Version and Requires-Dist from METADATA/PKG-INFO headers (RFC 822 style)."""
+    text = data.decode("utf-8", "surrogateescape")
+    headers: list[tuple[str, str]] = []
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        if line[0] in " \t" and headers:
+            name, value = headers[-1]
+            headers[-1] = (name, value + " " + line.strip())
+            continue
+        name, sep, value = line.partition(":")
+        if sep:
+            headers.append((name.strip().lower(), value.strip()))
+    found = dict(headers)
+    requires = tuple(value for name, value in headers if name == "requires-dist")
+    return Metadata(found.get("name", ""), found.get("version", ""), requires)
+
+
+def _name_from_dirname(dirname: str) -> tuple[str, str]:
+    stem = dirname.rsplit(".", 1)[0]
+    name, _, version = stem.partition("-")
+    version = version.split("-py", 1)[0]
+    return name, version
+
+
+def _read_dist(site: SiteDir, entry_name: str) -> Distribution | None:
+    path = os.path.join(site.path, entry_name)
+    kind = "dist-info" if entry_name.endswith(".dist-info") else "egg-info"
+    if not os.path.isdir(path):
+        if kind == "egg-info":  # a distutils PKG-INFO file: metadata only, no file list
+            data = _safe_read(path)
+            meta = parse_metadata(data or b"")
+            return _make(site, path, kind, meta, entry_name, None, None, None, site.path)
+        return None
+    meta_name = "METADATA" if kind == "dist-info" else "PKG-INFO"
+    data = _safe_read(os.path.join(path, meta_name))
+    meta = parse_metadata(data) if data is not None else Metadata("", "", ())
+    installer_bytes = _safe_read(os.path.join(path, "INSTALLER"))
+    installer = (
+        installer_bytes.decode("utf-8", "replace").strip() or None if installer_bytes else None
+    )
+    if kind == "dist-info":
+        record_path = os.path.join(path, "RECORD")
+        base_dir = site.path
+        try:
+            raw = _read(record_path)
+        except OSError as exc:
+            return _make(
+                site, path, kind, meta, entry_name, installer, None,
+                f"RECORD unreadable: {exc.strerror}", base_dir,
+            )
+        if raw is None:
+            return _make(site, path, kind, meta, entry_name, installer, None, "no RECORD", base_dir)
+        return _make(site, path, kind, meta, entry_name, installer, parse_record(raw), None, base_dir)
+    files_path = os.path.join(path, "installed-files.txt")
+    try:
+        raw = _read(files_path)
+    except OSError as exc:
+        return _make(
+            site, path, kind, meta, entry_name, installer, None,
+            f"installed-files.txt unreadable: {exc.strerror}", path,
+        )
+    record = parse_installed_files(raw) if raw is not None else None
+    return _make(site, path, kind, meta, entry_name, installer, record, None, path)
+
+
+def _safe_read(path: str) -> bytes | None:
+    try:
+        return _read(path)
+    except OSError:
+        return None
+
+
+def _make(
+    site: SiteDir,
+    path: str,
+    kind: str,
+    meta: Metadata,
+    entry_name: str,
+    installer: str | None,
+    record: ParsedRecord | None,
+    record_error: str | None,
+    base_dir: str,
+) -> Distribution:
+    name, version = meta.name, meta.version
+    if not name or not version:
+        dir_name, dir_version = _name_from_dirname(entry_name)
+        name = name or dir_name
+        version = version or dir_version
+    return Distribution(
+        name=name,
+        version=version,
+        key=canonicalize_name(name),
+        metadata_dir=path,
+        kind=kind,
+        site=site,
+        base_dir=base_dir,
+        installer=installer,
+        requires_dist=meta.requires_dist,
+        record=record,
+        record_error=record_error,
+    )
+
+
+def scan_site(site: SiteDir) -> list[Distribution]:
+    try:
+        with os.scandir(site.path) as entries:
+            names = sorted(e.name for e in entries if e.name.endswith((".dist-info", ".egg-info")))
+    except OSError:
+        return []
+    dists = []
+    for name in names:
+        dist = _read_dist(site, name)
+        if dist is not None:
+            dists.append(dist)
+    return dists
+
+
+def scan_target(target: Target) -> list[Distribution]:
+    dists: list[Distribution] = []
+    for site in target.site_dirs:
+        dists.extend(scan_site(site))
+    return dists
+
+
+def record_problems(dist: Distribution) -> Iterable[RecordProblem]:
+    return dist.record.problems if dist.record else ()

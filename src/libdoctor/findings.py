@@ -1,0 +1,101 @@
+"""Findings: the data every check returns, and the stable registry of finding codes."""
+
+from __future__ import annotations
+
+import enum
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Severity(enum.IntEnum):
+    INFO = 1
+    WARNING = 2
+    ERROR = 3
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        return cls[text.upper()]
+
+
+@dataclass(frozen=True, slots=True)
+class CodeInfo:
+    """What a finding code means. Codes are a stable contract: never rename one."""
+
+    code: str
+    summary: str
+    shown_by_default: bool = True
+
+
+_CODES: tuple[CodeInfo, ...] = (
+    CodeInfo("missing-files", "files listed in RECORD do not exist"),
+    CodeInfo("shared-path", "paths claimed by two or more distributions with different bytes"),
+    CodeInfo(
+        "shared-path-identical",
+        "paths claimed by two or more distributions with identical bytes",
+        shown_by_default=False,
+    ),
+    CodeInfo("altered-files", "file size or hash differs from RECORD"),
+    CodeInfo("duplicate-distribution", "two metadata directories for one distribution"),
+    CodeInfo("record-invalid", "RECORD missing, malformed, or naming paths outside the prefix"),
+    CodeInfo("untracked-library", "a shared library in a package directory that no RECORD claims"),
+    CodeInfo("elf-invalid", "a file that should be an ELF object cannot be parsed"),
+    CodeInfo("unresolved-library", "a library an extension module needs cannot be found"),
+    CodeInfo("driver-library-absent", "a library that comes with the NVIDIA driver is absent"),
+    CodeInfo(
+        "optional-library-missing",
+        "a library needed only by files nothing in the environment loads is absent",
+        shown_by_default=False,
+    ),
+    CodeInfo("shadowed-library", "a library resolved from outside the environment shadows its own"),
+)
+
+CODES: Mapping[str, CodeInfo] = {info.code: info for info in _CODES}
+
+
+@dataclass(frozen=True, slots=True)
+class DistRef:
+    name: str
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """A command that repairs a finding. ``argv`` is what runs; ``command`` is how it reads."""
+
+    argv: tuple[str, ...]
+    note: str = ""
+    steps: tuple[tuple[str, ...], ...] = ()  # the commands in order, when more than one
+
+    @property
+    def command(self) -> str:
+        if len(self.steps) > 1:
+            return " && ".join(shlex.join(step) for step in self.steps)
+        return shlex.join(self.argv)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    code: str
+    severity: Severity
+    message: str
+    distribution: DistRef | None = None
+    paths: tuple[str, ...] = ()
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    fix: Fix | None = None
+
+    def __post_init__(self) -> None:
+        if self.code not in CODES:
+            raise ValueError(f"unknown finding code {self.code!r}")
+
+
+def count_by_severity(findings: Sequence[Finding]) -> dict[Severity, int]:
+    counts = dict.fromkeys(Severity, 0)
+    for finding in findings:
+        counts[finding.severity] += 1
+    return counts

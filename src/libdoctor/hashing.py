@@ -1,0 +1,178 @@
+"""Parallel file hashing with a persistent cache outside the target.
+
+hashlib releases the GIL while it digests, so threads hash on every core. The cache is
+keyed by (path, size, mtime_ns, inode): an unchanged environment re-verifies without
+reading a byte. It lives in the user's cache dir, never inside the target.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from libdoctor.disk import FileState
+
+_CACHE_VERSION = 1
+_CHUNK = 1 << 20
+
+
+def default_cache_dir(environ: dict[str, str] | None = None) -> str:
+    env = os.environ if environ is None else environ
+    explicit = env.get("LIBDOCTOR_CACHE_DIR")
+    if explicit:
+        return explicit
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "libdoctor")
+
+
+@dataclass(frozen=True, slots=True)
+class HashJob:
+    path: str
+    algorithm: str
+    state: FileState
+
+
+@dataclass(slots=True)
+class HashStats:
+    files_hashed: int = 0
+    cache_hits: int = 0
+    bytes_hashed: int = 0
+    errors: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "files_hashed": self.files_hashed,
+            "cache_hits": self.cache_hits,
+            "bytes_hashed": self.bytes_hashed,
+            "errors": self.errors,
+        }
+
+
+@dataclass(slots=True)
+class HashCache:
+    """digests keyed by path; an entry counts only while (size, mtime_ns, inode) still match."""
+
+    file: str | None
+    entries: dict[str, list[Any]] = field(default_factory=dict)
+    dirty: bool = False
+
+    @classmethod
+    def load(cls, cache_dir: str | None, prefix: str) -> HashCache:
+        if cache_dir is None:
+            return cls(None)
+        key = hashlib.sha256(os.fsencode(prefix)).hexdigest()[:24]
+        file = os.path.join(cache_dir, "hashes", f"{key}.json")
+        try:
+            with open(file, encoding="utf-8", errors="surrogateescape") as handle:
+                data = json.load(handle)
+            if data.get("version") == _CACHE_VERSION and data.get("prefix") == prefix:
+                return cls(file, dict(data["entries"]))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass  # no cache yet, or an unreadable one: start afresh
+        return cls(file)
+
+    def get(self, job: HashJob) -> bytes | None:
+        row = self.entries.get(job.path)
+        st = job.state
+        if (
+            isinstance(row, list)
+            and len(row) == 5
+            and row[:4] == [st.size, st.mtime_ns, st.inode, job.algorithm]
+        ):
+            try:
+                return bytes.fromhex(row[4])
+            except (TypeError, ValueError):
+                return None
+        return None
+
+    def put(self, job: HashJob, digest: bytes) -> None:
+        st = job.state
+        self.entries[job.path] = [st.size, st.mtime_ns, st.inode, job.algorithm, digest.hex()]
+        self.dirty = True
+
+    def save(self, prefix: str) -> None:
+        if self.file is None or not self.dirty:
+            return
+        directory = os.path.dirname(self.file)
+        try:
+            os.makedirs(directory, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".hashes-", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as handle:
+                json.dump(
+                    {"version": _CACHE_VERSION, "prefix": prefix, "entries": self.entries}, handle
+                )
+            os.replace(tmp, self.file)
+        except OSError:
+            # A cache we cannot write only costs time next run.
+            with contextlib.suppress(OSError, UnboundLocalError):
+                os.unlink(tmp)
+
+
+def hash_file(path: str, algorithm: str) -> bytes:
+    digest = hashlib.new(algorithm)
+    with open(path, "rb", buffering=0) as handle:
+        buffer = bytearray(_CHUNK)
+        view = memoryview(buffer)
+        while True:
+            count = handle.readinto(buffer)
+            if not count:
+                break
+            digest.update(view[:count])
+    return digest.digest()
+
+
+def hash_many(
+    jobs: Iterable[HashJob],
+    cache: HashCache,
+    stats: HashStats,
+    *,
+    workers: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict[tuple[str, str], bytes | str]:
+    """Digest every job's file; a value is the digest, or a string saying why it failed.
+
+    Keys are (path, algorithm).
+    """
+    results: dict[tuple[str, str], bytes | str] = {}
+    todo: list[HashJob] = []
+    for job in jobs:
+        key = (job.path, job.algorithm)
+        if key in results:
+            continue
+        cached = cache.get(job)
+        if cached is not None:
+            results[key] = cached
+            stats.cache_hits += 1
+            if progress:
+                progress(job.state.size)
+        else:
+            todo.append(job)
+            results[key] = ""  # placeholder, replaced below
+    todo.sort(key=lambda j: j.state.size, reverse=True)  # big files first balance the pool
+
+    def work(job: HashJob) -> tuple[HashJob, bytes | str]:
+        try:
+            return job, hash_file(job.path, job.algorithm)
+        except OSError as exc:
+            return job, exc.strerror or str(exc)
+
+    n = workers or os.cpu_count() or 1
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        for job, value in pool.map(work, todo):
+            results[(job.path, job.algorithm)] = value
+            if isinstance(value, bytes):
+                cache.put(job, value)
+                stats.files_hashed += 1
+                stats.bytes_hashed += job.state.size
+            else:
+                stats.errors += 1
+            if progress:
+                progress(job.state.size)
+    return results

@@ -1,0 +1,1 @@
+"""Renderers: each turns a report into a string; only the CLI prints."""

@@ -1,0 +1,53 @@
+"""Shared fixtures: wheels built in the test, real venvs with real pip, the real libdoctor CLI.
+
+The helpers themselves live in ``support.wheels`` and ``support.venvs``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from support.venvs import Libdoctor, Venv, VenvFactory, create_template_venv
+from support.wheels import WheelFactory
+
+
+@pytest.fixture(scope="session")
+def venv_template(tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """One real ``python -m venv`` (with pip, ~3 s) per session; test venvs are clones (~0.1 s)."""
+    return create_template_venv(tmp_path_factory.mktemp("template") / "venv")
+
+
+@pytest.fixture
+def new_venv(venv_template: Venv, tmp_path: Path) -> VenvFactory:
+    """``new_venv(name)``: a fresh, real venv with pip, for this test only."""
+    return VenvFactory(venv_template, tmp_path / "venvs")
+
+
+@pytest.fixture(scope="module")
+def module_venv(venv_template: Venv, tmp_path_factory: pytest.TempPathFactory) -> VenvFactory:
+    """Like ``new_venv`` but the venvs live for the module: states built once and read often."""
+    return VenvFactory(venv_template, tmp_path_factory.mktemp("module-venvs"))
+
+
+@pytest.fixture
+def make_wheel(tmp_path: Path) -> WheelFactory:
+    """``make_wheel(name, version, files, ...)``; ``make_wheel.dest`` is its find-links dir."""
+    return WheelFactory(tmp_path / "wheels")
+
+
+@pytest.fixture(scope="module")
+def module_wheels(tmp_path_factory: pytest.TempPathFactory) -> WheelFactory:
+    return WheelFactory(tmp_path_factory.mktemp("module-wheels"))
+
+
+@pytest.fixture
+def libdoctor(tmp_path: Path) -> Libdoctor:
+    """Runs ``python -m libdoctor``; ``.check(...)`` adds ``--cache-dir`` outside the target."""
+    return Libdoctor(tmp_path / "cache-home")
+
+
+@pytest.fixture(scope="module")
+def module_libdoctor(tmp_path_factory: pytest.TempPathFactory) -> Libdoctor:
+    return Libdoctor(tmp_path_factory.mktemp("cache-home"))

@@ -1,0 +1,215 @@
+"""Compile tiny ELF shared libraries and executables with gcc, for loader tests.
+
+Every object is linked with ``-nostdlib`` so its DT_NEEDED list is exactly what the test asks
+for (no implicit libc), and NEEDED entries are made by linking against throw-away stub libraries
+whose DT_SONAME is the wanted string, so any name works: ``libc.so.6``, ``$ORIGIN/libb.so``,
+``sub/libx.so``. The stubs live in a private directory and never reach the search path.
+
+Tests that need a compiler call ``require_gcc()`` (or a helper that does): without gcc they are
+skipped with a clear reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import struct
+import subprocess
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+__all__ = [
+    "compile_exe",
+    "compile_lib",
+    "gcc_can_m32",
+    "patch_elf_header",
+    "require_gcc",
+]
+
+_LIB_SOURCE = "int {symbol}(void) {{ return 42; }}\n"
+# The executable never runs (the loader only traces it); it needs an entry symbol and nothing else.
+_EXE_SOURCE = "void _start(void) {{ for (;;) {{}} }}\nint {symbol}(void) {{ return 0; }}\n"
+
+
+@cache
+def _gcc() -> str | None:
+    return shutil.which("gcc")
+
+
+def require_gcc() -> str:
+    """Path of gcc, or skip the calling test."""
+    gcc = _gcc()
+    if gcc is None:
+        pytest.skip("gcc not found on PATH: loader tests compile their ELF fixtures with gcc")
+    return gcc
+
+
+@cache
+def gcc_can_m32() -> bool:
+    """Whether ``gcc -m32 -shared -nostdlib`` produces a 32-bit object (no multilib needed)."""
+    gcc = _gcc()
+    if gcc is None:
+        return False
+    probe_dir = Path(_scratch_root()) / "m32-probe"
+    probe_dir.mkdir(parents=True, exist_ok=True)
+    src = probe_dir / "probe.c"
+    src.write_text(_LIB_SOURCE.format(symbol="probe"))
+    out = probe_dir / "probe.so"
+    done = subprocess.run(
+        [gcc, "-m32", "-shared", "-nostdlib", "-o", str(out), str(src)],
+        capture_output=True,
+        check=False,
+    )
+    return done.returncode == 0 and out.read_bytes()[4:5] == b"\x01"
+
+
+@cache
+def _scratch_root() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="libdoctor-cc-")
+
+
+def _run(cmd: Sequence[str]) -> None:
+    done = subprocess.run(list(cmd), capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"compiler failed: {' '.join(cmd)}\n{done.stderr}")
+
+
+def _symbol(name: str) -> str:
+    return "f_" + hashlib.sha1(name.encode()).hexdigest()[:12]
+
+
+@cache
+def _stub(soname: str, m32: bool) -> str:
+    """A library whose DT_SONAME is SONAME; linking against it adds DT_NEEDED SONAME."""
+    gcc = require_gcc()
+    digest = hashlib.sha1(f"{soname}\0{m32}".encode()).hexdigest()[:16]
+    stub_dir = Path(_scratch_root()) / "stubs"
+    stub_dir.mkdir(parents=True, exist_ok=True)
+    src = stub_dir / f"{digest}.c"
+    src.write_text(_LIB_SOURCE.format(symbol=_symbol(soname)))
+    out = stub_dir / f"{digest}.so"
+    cmd = [gcc, "-shared", "-fPIC", "-nostdlib", f"-Wl,-soname,{soname}", "-o", str(out), str(src)]
+    if m32:
+        cmd.insert(1, "-m32")
+    _run(cmd)
+    return str(out)
+
+
+def _link(
+    out: Path,
+    *,
+    shared: bool,
+    soname: str | None,
+    needed: Sequence[str],
+    rpath: str | None,
+    runpath: str | None,
+    nodeflib: bool,
+    m32: bool,
+    interp: str | None,
+) -> Path:
+    gcc = require_gcc()
+    if rpath is not None and runpath is not None:
+        raise ValueError("GNU ld writes either DT_RPATH or DT_RUNPATH, not both")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    src = out.parent / f".{out.name}.c"
+    template = _LIB_SOURCE if shared else _EXE_SOURCE
+    src.write_text(template.format(symbol=_symbol(str(out))))
+    cmd = [gcc, "-fPIC", "-nostdlib", "-o", str(out), str(src)]
+    if m32:
+        cmd.append("-m32")
+    if shared:
+        cmd.append("-shared")
+    else:
+        cmd.append("-no-pie")
+        cmd.append(f"-Wl,--dynamic-linker,{interp or '/lib64/ld-linux-x86-64.so.2'}")
+    if soname is not None:
+        cmd.append(f"-Wl,-soname,{soname}")
+    if rpath is not None:
+        cmd += ["-Wl,--disable-new-dtags", f"-Wl,-rpath,{rpath}"]
+    if runpath is not None:
+        cmd += ["-Wl,--enable-new-dtags", f"-Wl,-rpath,{runpath}"]
+    if nodeflib:
+        cmd.append("-Wl,-z,nodefaultlib")
+    cmd.append("-Wl,--no-as-needed")
+    cmd += [_stub(name, m32) for name in needed]
+    _run(cmd)
+    src.unlink()
+    return out
+
+
+def compile_lib(
+    directory: Path,
+    filename: str,
+    *,
+    soname: str | None = None,
+    needed: Sequence[str] = (),
+    rpath: str | None = None,
+    runpath: str | None = None,
+    nodeflib: bool = False,
+    m32: bool = False,
+) -> Path:
+    """Build DIRECTORY/FILENAME, a shared library with exactly these dynamic entries.
+
+    SONAME defaults to none (a library without DT_SONAME matches only by request name).
+    RPATH/RUNPATH are written verbatim (``$ORIGIN`` is not expanded by the shell).
+    """
+    if m32 and not gcc_can_m32():
+        pytest.skip("gcc -m32 cannot link a 32-bit shared object here")
+    return _link(
+        directory / filename,
+        shared=True,
+        soname=soname,
+        needed=needed,
+        rpath=rpath,
+        runpath=runpath,
+        nodeflib=nodeflib,
+        m32=m32,
+        interp=None,
+    )
+
+
+def compile_exe(
+    directory: Path,
+    filename: str,
+    *,
+    needed: Sequence[str] = (),
+    rpath: str | None = None,
+    runpath: str | None = None,
+    nodeflib: bool = False,
+    interp: str | None = None,
+) -> Path:
+    """Build DIRECTORY/FILENAME, a (never run) dynamically linked executable with PT_INTERP."""
+    return _link(
+        directory / filename,
+        shared=False,
+        soname=None,
+        needed=needed,
+        rpath=rpath,
+        runpath=runpath,
+        nodeflib=nodeflib,
+        m32=False,
+        interp=interp,
+    )
+
+
+def patch_elf_header(
+    path: Path, *, elf_class: int | None = None, machine: int | None = None, dest: Path | None = None
+) -> Path:
+    """Copy PATH to DEST (default: in place) with EI_CLASS and/or e_machine overwritten.
+
+    A 64-bit object relabelled ELFCLASS32 is what the loader's class check sees first; the rest of
+    the file is never read by it, so this stands in for a real 32-bit build when -m32 is missing.
+    """
+    data = bytearray(path.read_bytes())
+    if elf_class is not None:
+        data[4] = elf_class
+    if machine is not None:
+        data[18:20] = struct.pack("<H", machine)
+    target = dest or path
+    target.write_bytes(bytes(data))
+    return target
