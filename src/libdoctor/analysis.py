@@ -78,12 +78,12 @@ def filter_findings(
             continue
         if select is not None and finding.code not in select:
             continue
-        if not show_all and not CODES[finding.code].shown_by_default and (
-            select is None or finding.code not in select
+        if (
+            not show_all
+            and not CODES[finding.code].shown_by_default
+            and (select is None or finding.code not in select)
         ):
             continue
         shown.append(finding)
     order = {s: i for i, s in enumerate(sorted(Severity, reverse=True))}
     return sorted(shown, key=lambda f: (order[f.severity], f.code, f.message))
-
-

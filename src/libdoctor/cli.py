@@ -34,12 +34,15 @@ def _codes(text: str) -> frozenset[str]:
 
 def _add_target_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "target", nargs="?", metavar="TARGET",
+        "target",
+        nargs="?",
+        metavar="TARGET",
         help="a venv or prefix directory, or a site-packages directory "
         "(default: $VIRTUAL_ENV, else $CONDA_PREFIX, else the interpreter running libdoctor)",
     )
     parser.add_argument(
-        "--python", metavar="PATH",
+        "--python",
+        metavar="PATH",
         help="inspect the environment of this interpreter (run as `-I -S`: no site hooks)",
     )
 
@@ -47,7 +50,9 @@ def _add_target_options(parser: argparse.ArgumentParser) -> None:
 def _add_output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument(
-        "--color", choices=("auto", "always", "never"), default="auto",
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
         help="colour in text output (auto: only on a terminal, never with NO_COLOR)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="list every path")
@@ -70,17 +75,25 @@ def build_parser() -> argparse.ArgumentParser:
     _add_target_options(check)
     _add_output_options(check)
     check.add_argument("--deep", action="store_true", help="also compare file hashes (parallel)")
-    check.add_argument("--select", type=_codes, metavar="CODES", help="only these codes (comma-separated)")
+    check.add_argument(
+        "--select", type=_codes, metavar="CODES", help="only these codes (comma-separated)"
+    )
     check.add_argument(
         "--ignore", type=_codes, default=frozenset(), metavar="CODES", help="drop these codes"
     )
     check.add_argument(
-        "--fail-on", choices=("error", "warning", "info"), default="error",
+        "--fail-on",
+        choices=("error", "warning", "info"),
+        default="error",
         help="exit 1 when a finding at or above this severity is shown (default: error)",
     )
     check.add_argument("--all", action="store_true", help="also show codes hidden by default")
-    check.add_argument("--cache-dir", metavar="DIR", help="hash cache location (default: user cache)")
-    check.add_argument("--no-cache", action="store_true", help="neither read nor write the hash cache")
+    check.add_argument(
+        "--cache-dir", metavar="DIR", help="hash cache location (default: user cache)"
+    )
+    check.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the hash cache"
+    )
     check.add_argument("--workers", type=int, metavar="N", help="hashing threads (default: cores)")
     check.set_defaults(func=_cmd_check)
     return parser
@@ -101,13 +114,21 @@ def _progress_factory(enabled: bool) -> Callable[[int, int], Callable[[int], Non
     def start(files: int, total: int) -> Callable[[int], None]:
         from rich.console import Console
         from rich.progress import (
-            BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn,
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
         )
 
         progress = Progress(
-            "[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-            TransferSpeedColumn(), TimeRemainingColumn(),
-            console=Console(stderr=True), transient=True,
+            "[progress.description]{task.description}",
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
         )
         task = progress.add_task(f"hashing {files:,} files", total=total)
         progress.start()
@@ -174,8 +195,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
             )
         sys.stdout.write(
             text_report.render(
-                header=header, summary=summary, findings=shown,
-                color=_use_color(args), verbose=args.verbose,
+                header=header,
+                summary=summary,
+                findings=shown,
+                color=_use_color(args),
+                verbose=args.verbose,
             )
         )
     return _exit_code(shown, args.fail_on)

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import errno
 import os
-from stat import S_ISREG
 from collections.abc import Iterable
-from typing import NamedTuple
-from typing import Protocol
+from stat import S_ISREG
+from typing import NamedTuple, Protocol
 
 
 class FileState(NamedTuple):
@@ -100,5 +99,7 @@ class WithoutPaths:
 
     def listdir(self, path: str) -> tuple[str, ...]:
         return tuple(
-            name for name in self._base.listdir(path) if os.path.join(path, name) not in self._removed
+            name
+            for name in self._base.listdir(path)
+            if os.path.join(path, name) not in self._removed
         )

@@ -36,6 +36,15 @@ class Distribution:
     def display(self) -> str:
         return f"{self.name} {self.version}"
 
+    @property
+    def external(self) -> bool:
+        """Not installed by a PEP 376 installer (pip, uv, conda all write INSTALLER).
+
+        Typically a distro package (Debian's dist-packages): its files may be patched or
+        stripped by the distro on purpose, and only the distro's package manager repairs it.
+        """
+        return self.installer is None
+
 
 _SEPARATORS = re.compile(r"[-_.]+")
 
@@ -79,45 +88,39 @@ def _name_from_dirname(dirname: str) -> tuple[str, str]:
     return name, version
 
 
+def _read_file_list(
+    path: str, kind: str, site: SiteDir
+) -> tuple[ParsedRecord | None, str | None, str]:
+    """(file list, why it is unusable, the dir its paths are relative to)."""
+    if kind == "dist-info":
+        name, base_dir, parse = "RECORD", site.path, parse_record
+    else:
+        name, base_dir, parse = "installed-files.txt", path, parse_installed_files
+    try:
+        raw = _read(os.path.join(path, name))
+    except OSError as exc:
+        return None, f"{name} unreadable: {exc.strerror}", base_dir
+    if raw is None:
+        # pip always writes RECORD; an egg-info without a file list is merely old.
+        return None, ("no RECORD" if kind == "dist-info" else None), base_dir
+    return parse(raw), None, base_dir
+
+
 def _read_dist(site: SiteDir, entry_name: str) -> Distribution | None:
     path = os.path.join(site.path, entry_name)
     kind = "dist-info" if entry_name.endswith(".dist-info") else "egg-info"
     if not os.path.isdir(path):
-        if kind == "egg-info":  # a distutils PKG-INFO file: metadata only, no file list
-            data = _safe_read(path)
-            meta = parse_metadata(data or b"")
-            return _make(site, path, kind, meta, entry_name, None, None, None, site.path)
-        return None
-    meta_name = "METADATA" if kind == "dist-info" else "PKG-INFO"
-    data = _safe_read(os.path.join(path, meta_name))
+        if kind == "dist-info":
+            return None
+        # A distutils-era PKG-INFO file: metadata only, no file list.
+        meta = parse_metadata(_safe_read(path) or b"")
+        return _make(site, path, kind, meta, entry_name, None, (None, None, site.path))
+    data = _safe_read(os.path.join(path, "METADATA" if kind == "dist-info" else "PKG-INFO"))
     meta = parse_metadata(data) if data is not None else Metadata("", "", ())
     installer_bytes = _safe_read(os.path.join(path, "INSTALLER"))
-    installer = (
-        installer_bytes.decode("utf-8", "replace").strip() or None if installer_bytes else None
-    )
-    if kind == "dist-info":
-        record_path = os.path.join(path, "RECORD")
-        base_dir = site.path
-        try:
-            raw = _read(record_path)
-        except OSError as exc:
-            return _make(
-                site, path, kind, meta, entry_name, installer, None,
-                f"RECORD unreadable: {exc.strerror}", base_dir,
-            )
-        if raw is None:
-            return _make(site, path, kind, meta, entry_name, installer, None, "no RECORD", base_dir)
-        return _make(site, path, kind, meta, entry_name, installer, parse_record(raw), None, base_dir)
-    files_path = os.path.join(path, "installed-files.txt")
-    try:
-        raw = _read(files_path)
-    except OSError as exc:
-        return _make(
-            site, path, kind, meta, entry_name, installer, None,
-            f"installed-files.txt unreadable: {exc.strerror}", path,
-        )
-    record = parse_installed_files(raw) if raw is not None else None
-    return _make(site, path, kind, meta, entry_name, installer, record, None, path)
+    installer = installer_bytes.decode("utf-8", "replace").strip() if installer_bytes else ""
+    files = _read_file_list(path, kind, site)
+    return _make(site, path, kind, meta, entry_name, installer or None, files)
 
 
 def _safe_read(path: str) -> bytes | None:
@@ -134,10 +137,9 @@ def _make(
     meta: Metadata,
     entry_name: str,
     installer: str | None,
-    record: ParsedRecord | None,
-    record_error: str | None,
-    base_dir: str,
+    files: tuple[ParsedRecord | None, str | None, str],
 ) -> Distribution:
+    record, record_error, base_dir = files
     name, version = meta.name, meta.version
     if not name or not version:
         dir_name, dir_version = _name_from_dirname(entry_name)

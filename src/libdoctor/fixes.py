@@ -29,11 +29,27 @@ def reinstall_argv(dist: Distribution, target: Target) -> tuple[str, ...]:
     python = python_for(dist, target) or "python"
     installer = _installer(dist)
     if installer == "uv":
-        return ("uv", "pip", "install", "--reinstall", "--no-deps", "--python", python,
-                requirement(dist))
+        return (
+            "uv",
+            "pip",
+            "install",
+            "--reinstall",
+            "--no-deps",
+            "--python",
+            python,
+            requirement(dist),
+        )
     if installer == "conda":
-        return ("conda", "install", "--yes", "--prefix", dist.site.prefix, "--force-reinstall",
-                "--no-deps", f"{dist.name}={dist.version}")
+        return (
+            "conda",
+            "install",
+            "--yes",
+            "--prefix",
+            dist.site.prefix,
+            "--force-reinstall",
+            "--no-deps",
+            f"{dist.name}={dist.version}",
+        )
     return (python, "-m", "pip", "install", "--force-reinstall", "--no-deps", requirement(dist))
 
 

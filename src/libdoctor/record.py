@@ -15,12 +15,26 @@ from typing import NamedTuple
 
 # Hash algorithms a RECORD may use that hashlib always has.
 _ALGORITHMS = frozenset(
-    {"md5", "sha1", "sha224", "sha256", "sha384", "sha512",
-     "sha3_224", "sha3_256", "sha3_384", "sha3_512", "blake2b", "blake2s"}
+    {
+        "md5",
+        "sha1",
+        "sha224",
+        "sha256",
+        "sha384",
+        "sha512",
+        "sha3_224",
+        "sha3_256",
+        "sha3_384",
+        "sha3_512",
+        "blake2b",
+        "blake2s",
+    }
 )
 # Unpadded urlsafe-base64 length of the common digests: the fast path of validation.
 _B64_LENGTH = {"sha256": 43, "sha384": 64, "sha512": 86, "sha1": 27, "md5": 22}
 _B64 = re.compile(r"[A-Za-z0-9_-]+")
+_HEX = re.compile(r"[0-9a-fA-F]+")
+_HEX_LENGTH = {"sha256": 64, "sha384": 96, "sha512": 128, "sha1": 40, "md5": 32}
 
 
 def normalize_hash(text: str) -> str:
@@ -33,6 +47,9 @@ def normalize_hash(text: str) -> str:
     encoded = encoded.rstrip("=")
     if sep and _B64_LENGTH.get(algorithm) == len(encoded) and _B64.fullmatch(encoded):
         return f"{algorithm}={encoded}"
+    if sep and _HEX.fullmatch(encoded) and _HEX_LENGTH.get(algorithm) == len(encoded):
+        # Debian's dh_python writes hex digests into RECORD; same digest, other spelling.
+        return str(Hash(algorithm, bytes.fromhex(encoded)))
     return str(Hash.parse(text))
 
 
@@ -102,7 +119,10 @@ def parse_record(data: bytes) -> ParsedRecord:
     entries: list[RecordEntry] = []
     problems: list[RecordProblem] = []
     fullmatch = _B64.fullmatch
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Split on "\n" only: str.splitlines() also breaks on U+2028, U+0085 and friends,
+    # which are legal in file names.
+    for number, raw_line in enumerate(text.split("\n"), start=1):
+        line = raw_line[:-1] if raw_line.endswith("\r") else raw_line
         if '"' in line:  # quoted fields (commas in names): the csv module's job
             try:
                 row = next(csv.reader([line]), [])
@@ -133,7 +153,9 @@ def parse_record(data: bytes) -> ParsedRecord:
         size: int | None = None
         if size_text:
             if not (size_text.isdigit() and size_text.isascii()):
-                problems.append(RecordProblem(number, line, f"size {size_text!r} is not an integer"))
+                problems.append(
+                    RecordProblem(number, line, f"size {size_text!r} is not an integer")
+                )
                 continue
             size = int(size_text)
         entries.append(RecordEntry(path, digest, size))
@@ -144,6 +166,6 @@ def parse_installed_files(data: bytes) -> ParsedRecord:
     """Parse egg-info ``installed-files.txt``: one path per line, relative to the egg-info dir."""
     text = data.decode("utf-8", "surrogateescape")
     entries = tuple(
-        RecordEntry(line.strip(), None, None) for line in text.splitlines() if line.strip()
+        RecordEntry(line.strip(), None, None) for line in text.split("\n") if line.strip()
     )
     return ParsedRecord(entries, ())

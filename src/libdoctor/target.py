@@ -26,7 +26,9 @@ class SiteDir:
 
     path: str
     prefix: str  # the install prefix this site dir belongs to; RECORD paths must stay inside
-    inherited: bool = False  # True for the base interpreter's site-packages (include-system-site-packages)
+    inherited: bool = (
+        False  # True for the base interpreter's site-packages (include-system-site-packages)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,15 +190,23 @@ def _from_site_dir(site: Path, chosen_by: str) -> Target:
 
 
 # Run in the target interpreter with -I -S: stdlib only, no site hooks, no .pth files.
+# Under -S a venv is not detected (site.venv() does that, and also runs .pth files), so
+# find pyvenv.cfg the way site.venv() does and ask sysconfig for that prefix's paths.
 _PROBE = """
-import json, site, sys, sysconfig
-paths = sysconfig.get_paths()
+import json, os, site, sys, sysconfig
+exe_dir = os.path.dirname(os.path.abspath(sys.executable))
+prefix = sys.prefix
+for cfg in (os.path.join(exe_dir, "pyvenv.cfg"), os.path.join(os.path.dirname(exe_dir), "pyvenv.cfg")):
+    if os.path.isfile(cfg):
+        prefix = os.path.dirname(exe_dir)
+        break
+paths = sysconfig.get_paths(vars={"base": prefix, "platbase": prefix})
 try:
-    sites = site.getsitepackages()
+    sites = site.getsitepackages([prefix])
 except Exception:
     sites = []
 print(json.dumps({
-    "prefix": sys.prefix, "base_prefix": sys.base_prefix, "executable": sys.executable,
+    "prefix": prefix, "base_prefix": sys.base_prefix, "executable": sys.executable,
     "version": list(sys.version_info[:2]),
     "purelib": paths.get("purelib"), "platlib": paths.get("platlib"), "sites": sites,
 }))
@@ -257,9 +267,7 @@ def from_python(python: str, chosen_by: str = "--python") -> Target:
     )
 
 
-def discover(
-    target: str | None, python: str | None, environ: Mapping[str, str]
-) -> Target:
+def discover(target: str | None, python: str | None, environ: Mapping[str, str]) -> Target:
     """Pick the environment to inspect: argument, --python, $VIRTUAL_ENV, $CONDA_PREFIX, self."""
     if target is not None and python is not None:
         raise TargetError("give either TARGET or --python, not both")

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from libdoctor.disk import Disk, FileState
 from libdoctor.distributions import Distribution
-from libdoctor.findings import DistRef, Finding, Severity
-from libdoctor.fixes import reinstall_fix, steps_fix, uninstall_argv, reinstall_argv
+from libdoctor.findings import DistRef, Finding, Fix, Severity
+from libdoctor.fixes import reinstall_argv, reinstall_fix, steps_fix, uninstall_argv
 from libdoctor.model import Claim, Environment, is_inside
 from libdoctor.paths import display, is_bytecode, is_native
 
@@ -31,6 +31,25 @@ _SHOWN = 20
 
 def ref(dist: Distribution) -> DistRef:
     return DistRef(dist.name, dist.version)
+
+
+_EXTERNAL = (
+    " It was not installed by pip, uv or conda (no INSTALLER file): a system package "
+    "manager owns it and may patch its files on purpose; repair it through that manager."
+)
+
+
+def _severity(dists: Sequence[Distribution], severity: Severity) -> Severity:
+    """Findings about distro-managed distributions only inform: their state is the distro's."""
+    return Severity.INFO if all(d.external for d in dists) else severity
+
+
+def _repair(dist: Distribution, env: Environment, note: str = "") -> Fix | None:
+    return None if dist.external else reinstall_fix(dist, env.target, note=note)
+
+
+def _about(dist: Distribution, message: str) -> str:
+    return message + _EXTERNAL if dist.external else message
 
 
 def _plural(n: int, word: str, plural: str | None = None) -> str:
@@ -138,11 +157,13 @@ def check_duplicates(env: Environment) -> list[Finding]:
         findings.append(
             Finding(
                 code="duplicate-distribution",
-                severity=Severity.ERROR,
-                message=(
-                    f"{newest.name} is installed {len(dists)} times in {display(site)}: {versions}. "
+                severity=_severity(dists, Severity.ERROR),
+                message=_about(
+                    newest,
+                    f"{newest.name} is installed {len(dists)} times in {display(site)}: "
+                    f"{versions}. "
                     "An interrupted upgrade or a copy left two metadata directories; installers "
-                    "and importlib.metadata will pick one of them arbitrarily."
+                    "and importlib.metadata will pick one of them arbitrarily.",
                 ),
                 distribution=ref(newest),
                 paths=tuple(d.metadata_dir for d in dists),
@@ -152,9 +173,9 @@ def check_duplicates(env: Environment) -> list[Finding]:
                         for d in dists
                     ]
                 },
-                fix=reinstall_fix(
+                fix=_repair(
                     newest,
-                    env.target,
+                    env,
                     note="then delete the stale metadata directory: "
                     + ", ".join(display(s) for s in stale),
                 ),
@@ -184,7 +205,8 @@ def check_records(env: Environment) -> list[Finding]:
     for item in env.escaping:
         escaping[item.dist.metadata_dir].append(item.entry.path)
     for dist in env.distributions:
-        severity = Severity.INFO if dist.site.inherited else Severity.WARNING
+        inherited_or_external = dist.site.inherited or dist.external
+        severity = Severity.INFO if inherited_or_external else Severity.WARNING
         if dist.record_error:
             findings.append(
                 Finding(
@@ -197,7 +219,7 @@ def check_records(env: Environment) -> list[Finding]:
                     distribution=ref(dist),
                     paths=(dist.metadata_dir,),
                     evidence={"reason": dist.record_error},
-                    fix=reinstall_fix(dist, env.target),
+                    fix=_repair(dist, env),
                 )
             )
         problems = dist.record.problems if dist.record else ()
@@ -218,7 +240,7 @@ def check_records(env: Environment) -> list[Finding]:
                             for p in problems
                         ]
                     },
-                    fix=reinstall_fix(dist, env.target),
+                    fix=_repair(dist, env),
                 )
             )
         outside = escaping.get(dist.metadata_dir)
@@ -332,7 +354,8 @@ def _shared_finding(env: Environment, group: _SharedGroup) -> Finding:
     if group.foreign:
         parts.append(f"{_plural(len(group.foreign), 'file')} match no claimant.")
     if group.absent:
-        parts.append(f"{_plural(len(group.absent), 'file')} {_are(len(group.absent))} gone from disk.")
+        gone = len(group.absent)
+        parts.append(f"{_plural(gone, 'file')} {_are(gone)} gone from disk.")
     parts.append(
         "Uninstalling either deletes all of them and leaves the other installed without its files."
     )
@@ -340,15 +363,15 @@ def _shared_finding(env: Environment, group: _SharedGroup) -> Finding:
     keep, why = _choose_keeper(group.claimants, owner, required)
     fix = None
     if keep is not None:
-        others = [d for d in group.claimants if d is not keep]
+        removed = [d for d in group.claimants if d is not keep]
         fix = steps_fix(
-            *(uninstall_argv(d, env.target) for d in others),
+            *(uninstall_argv(d, env.target) for d in removed),
             reinstall_argv(keep, env.target),
             note=f"keeps {keep.name} ({why}); to keep another instead, swap the names",
         )
     return Finding(
         code="shared-path",
-        severity=Severity.ERROR,
+        severity=_severity(group.claimants, Severity.ERROR),
         message=" ".join(parts),
         paths=tuple(sorted(group.paths)),
         evidence={
@@ -462,15 +485,10 @@ def _missing_finding(
     if phantom:
         message += (
             f" Every native library ({natives}) is gone: a phantom install that pip check, "
-            "pip show and pip install (\"already satisfied\") all treat as healthy."
+            'pip show and pip install ("already satisfied") all treat as healthy.'
         )
     others = sorted(
-        {
-            o.display
-            for path in [*missing, *unusable]
-            for o in env.owners(path)
-            if o is not dist
-        }
+        {o.display for path in [*missing, *unusable] for o in env.owners(path) if o is not dist}
     )
     evidence: dict[str, Any] = {"missing": count, "files": files, "phantom": phantom}
     if unusable:
@@ -479,12 +497,12 @@ def _missing_finding(
         evidence["also_claimed_by"] = others
     return Finding(
         code="missing-files",
-        severity=Severity.ERROR,
-        message=message,
+        severity=_severity([dist], Severity.ERROR),
+        message=_about(dist, message),
         distribution=ref(dist),
         paths=tuple(sorted([*missing, *unusable])),
         evidence=evidence,
-        fix=reinstall_fix(dist, env.target),
+        fix=_repair(dist, env),
     )
 
 
@@ -495,20 +513,27 @@ def _altered_findings(
     native = [(c, v) for c, v in altered if is_native(c.path)]
     other = [(c, v) for c, v in altered if not is_native(c.path)]
     for items, severity, kind in (
-        (native, Severity.ERROR, "native"),
-        (other, Severity.WARNING, "other"),
+        (native, _severity([dist], Severity.ERROR), "native"),
+        (other, _severity([dist], Severity.WARNING), "other"),
     ):
         if not items:
             continue
         by = sorted({v.decided_by or "?" for _, v in items})
-        what = "native libraries" if kind == "native" else "files"
+        n = len(items)
+        what = (
+            _plural(n, "native library", "native libraries")
+            if kind == "native"
+            else _plural(n, "file")
+        )
         findings.append(
             Finding(
                 code="altered-files",
                 severity=severity,
-                message=(
-                    f"{dist.display}: {len(items)} {what} differ from RECORD "
-                    f"(by {' and '.join(by)}); their bytes are not the ones that were installed."
+                message=_about(
+                    dist,
+                    f"{dist.display}: {what} "
+                    f"{'differs' if n == 1 else 'differ'} from RECORD (by {' and '.join(by)}): "
+                    "the bytes on disk are not the ones that were installed.",
                 ),
                 distribution=ref(dist),
                 paths=tuple(sorted(c.path for c, _ in items)),
@@ -527,7 +552,7 @@ def _altered_findings(
                         for c, v in items
                     ]
                 },
-                fix=reinstall_fix(dist, env.target),
+                fix=_repair(dist, env),
             )
         )
     return findings

@@ -44,8 +44,10 @@ def render_finding(console: Console, finding: Finding, verbose: bool) -> None:
         console.print(Text("      " + display(path), style="dim"))
     if limit is not None and len(finding.paths) > limit:
         console.print(
-            Text(f"      … and {len(finding.paths) - limit} more (--verbose or --json for all)",
-                 style="dim")
+            Text(
+                f"      … and {len(finding.paths) - limit} more (--verbose or --json for all)",
+                style="dim",
+            )
         )
     if finding.fix is not None:
         line = Text("    fix: ", style="green")
@@ -89,8 +91,7 @@ def render(
         label = f"{n} {word}{'' if n == 1 or word == 'info' else 's'}"
         line.append(label, style=_STYLE[severity] if n else "")
     line.append(
-        f" in {summary.get('distributions', 0)} distributions, "
-        f"{summary.get('files', 0):,} files"
+        f" in {summary.get('distributions', 0)} distributions, {summary.get('files', 0):,} files"
     )
     if not findings:
         line = Text("No problems found", style="bold green") + Text(
