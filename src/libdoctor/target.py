@@ -196,8 +196,8 @@ _PROBE = """
 import json, os, site, sys, sysconfig
 exe_dir = os.path.dirname(os.path.abspath(sys.executable))
 prefix = sys.prefix
-for cfg in (os.path.join(exe_dir, "pyvenv.cfg"), os.path.join(os.path.dirname(exe_dir), "pyvenv.cfg")):
-    if os.path.isfile(cfg):
+for where in (exe_dir, os.path.dirname(exe_dir)):
+    if os.path.isfile(os.path.join(where, "pyvenv.cfg")):
         prefix = os.path.dirname(exe_dir)
         break
 paths = sysconfig.get_paths(vars={"base": prefix, "platbase": prefix})

@@ -286,8 +286,8 @@ def run_libdoctor(
 ) -> LibdoctorRun:
     """``python -m libdoctor ARGS`` from the dev venv with PYTHONPATH=src, as a subprocess.
 
-    STRACE_LOG: run under ``strace -f -e trace=%file`` logging every path-taking syscall there (caller checks
-    ``strace_path()`` first).
+    STRACE_LOG: run under ``strace -f -e trace=%file``, logging every path-taking syscall there
+    (the caller checks ``strace_path()`` first).
     """
     argv = [sys.executable, "-m", "libdoctor", *(os.fspath(a) for a in args)]
     if strace_log is not None:
