@@ -13,6 +13,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -756,6 +757,7 @@ def test_select_ignore_fail_on(zoo: Zoo, module_libdoctor: Libdoctor, case: Filt
         ("--ignore", "no-such-code"),
         ("--fail-on", "fatal"),
     ],
+    ids=["select-unknown-code", "ignore-unknown-code", "fail-on-unknown-severity"],
 )
 def test_bad_option_values_exit_2(
     zoo: Zoo, module_libdoctor: Libdoctor, args: Sequence[str]
@@ -887,6 +889,14 @@ def hashing(run: LibdoctorRun) -> dict[str, int]:
     return stats
 
 
+def _age(tree: Path, seconds: int = 60) -> None:
+    """Backdate every mtime: files written moments ago are never trusted from the cache."""
+    for path in [tree, *tree.rglob("*")]:
+        if not path.is_symlink():
+            st = path.stat()
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - seconds * 10**9))
+
+
 def test_deep_cache_rereads_nothing_when_unchanged(
     new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor
 ) -> None:
@@ -895,6 +905,7 @@ def test_deep_cache_rereads_nothing_when_unchanged(
         venv,
         make_wheel("ldt-cache", "1.0", {"cache/__init__.py": b"", "cache/lib/libc1.so": lib("c1")}),
     )
+    _age(venv.path)
     first = hashing(libdoctor.check(venv.path, "--json", "--deep"))
     assert first["files_hashed"] > 0 and first["bytes_hashed"] > 0
     assert first["cache_hits"] == 0
@@ -916,6 +927,27 @@ def test_deep_cache_rereads_nothing_when_unchanged(
 
     uncached = hashing(libdoctor.check(venv.path, "--json", "--deep", "--no-cache"))
     assert uncached["files_hashed"] == first["files_hashed"] and uncached["cache_hits"] == 0
+
+
+def test_deep_cache_never_trusts_a_file_written_moments_ago(
+    new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor
+) -> None:
+    """A same-size rewrite inside one timestamp tick keeps (size, mtime_ns, inode): git's
+    "racy clean" case. A digest of a just-written file is not cached, so it is re-read."""
+    venv = new_venv("cache-racy")
+    pip_install(venv, make_wheel("ldt-racy", "1.0", {"racy/lib/libr.so": lib("r")}))
+    _age(venv.path)
+    target = venv.site_packages / "racy/lib/libr.so"
+    target.write_bytes(target.read_bytes())  # fresh mtime, same bytes
+    st = target.stat()
+    first = hashing(libdoctor.check(venv.path, "--json", "--deep"))
+    data = bytearray(target.read_bytes())
+    data[-2] ^= 0x01
+    target.write_bytes(bytes(data))
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size, inode and mtime
+    run = libdoctor.check(venv.path, "--json", "--deep")
+    assert hashing(run)["cache_hits"] == first["files_hashed"] - 1
+    assert only(select(run.json(), "altered-files", "ldt-racy"))["paths"] == [str(target)]
 
 
 def test_deep_cache_defaults_to_the_user_cache_dir(
@@ -982,8 +1014,6 @@ def test_target_discovery(disc: Venv, module_libdoctor: Libdoctor, how: str) -> 
 def test_default_target_is_the_running_interpreter(module_libdoctor: Libdoctor) -> None:
     run = module_libdoctor.check("--json", "--select", "duplicate-distribution")
     assert run.rc == 0, run.describe()
-    import sys
-
     assert _same(run.json()["target"]["prefix"], sys.prefix)
 
 

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Any
 from libdoctor.disk import FileState
 
 _CACHE_VERSION = 1
+_RACY_NS = 2_000_000_000
 _CHUNK = 1 << 20
 
 
@@ -94,6 +96,11 @@ class HashCache:
 
     def put(self, job: HashJob, digest: bytes) -> None:
         st = job.state
+        if st.mtime_ns > time.time_ns() - _RACY_NS:
+            # Modified moments ago: a same-size rewrite within the file system's timestamp
+            # granularity would keep (size, mtime_ns, inode) and fool the cache (git's
+            # "racy clean" problem). Such a file is simply hashed again next time.
+            return
         self.entries[job.path] = [st.size, st.mtime_ns, st.inode, job.algorithm, digest.hex()]
         self.dirty = True
 

@@ -294,7 +294,7 @@ def _shared_paths(
     identical_claimants: dict[tuple[str, ...], tuple[Distribution, ...]] = {}
     covered: set[str] = set()
     for path, claims in env.claims.items():
-        if len(claims) < 2:
+        if len(claims) < 2 or is_bytecode(path):
             continue
         dists = tuple({c.dist.metadata_dir: c.dist for c in claims}.values())
         if len(dists) < 2:

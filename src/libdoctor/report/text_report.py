@@ -1,13 +1,16 @@
-"""The human format: findings grouped by severity, each with its evidence and fix."""
+"""The human format: findings grouped by severity, each with its evidence and fix.
+
+The report is built as styled lines. On a terminal rich renders them (colour, messages
+wrapped to the width); otherwise they are written plainly, never wrapped, so paths and
+commands stay whole for grep and copy-paste — and rich is not even imported.
+"""
 
 from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
-
-from rich.console import Console
-from rich.text import Text
 
 from libdoctor.findings import Finding, Severity, count_by_severity
 from libdoctor.paths import display
@@ -18,44 +21,95 @@ _TITLE = {Severity.ERROR: "Errors", Severity.WARNING: "Warnings", Severity.INFO:
 PATHS_SHOWN = 8
 
 
-def make_console(file: io.StringIO, *, color: bool, width: int | None) -> Console:
-    return Console(
-        file=file,
-        force_terminal=color,
-        no_color=not color,
-        width=width or 100,
-        highlight=False,
-        soft_wrap=False,
-        emoji=False,
-        legacy_windows=False,
-    )
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One output line: (text, style) spans; ``wrap`` only for prose, never paths/commands."""
+
+    spans: tuple[tuple[str, str], ...]
+    wrap: bool = False
+
+    @classmethod
+    def of(cls, text: str = "", style: str = "", *, wrap: bool = False) -> Line:
+        return cls(((text, style),) if text else (), wrap)
+
+    def plus(self, text: str, style: str = "") -> Line:
+        return Line((*self.spans, (text, style)), self.wrap)
+
+    @property
+    def plain(self) -> str:
+        return "".join(text for text, _ in self.spans)
 
 
-def render_finding(console: Console, finding: Finding, verbose: bool) -> None:
-    head = Text("  ")
-    head.append(f"{_MARK[finding.severity]} {finding.code}", style=_STYLE[finding.severity])
+def finding_lines(finding: Finding, verbose: bool) -> list[Line]:
+    head = Line.of("  ").plus(f"{_MARK[finding.severity]} {finding.code}", _STYLE[finding.severity])
     if finding.distribution is not None:
-        head.append(f"  {finding.distribution.name} {finding.distribution.version}", style="bold")
-    console.print(head)
-    console.print(Text("    " + display(finding.message)))
+        head = head.plus(f"  {finding.distribution.name} {finding.distribution.version}", "bold")
+    lines = [head, Line.of("    " + display(finding.message), wrap=True)]
     limit = None if verbose else PATHS_SHOWN
-    paths = finding.paths if limit is None else finding.paths[:limit]
-    for path in paths:
-        console.print(Text("      " + display(path), style="dim"))
+    shown = finding.paths if limit is None else finding.paths[:limit]
+    lines += [Line.of("      " + display(path), "dim") for path in shown]
     if limit is not None and len(finding.paths) > limit:
-        console.print(
-            Text(
-                f"      … and {len(finding.paths) - limit} more (--verbose or --json for all)",
-                style="dim",
-            )
-        )
+        more = len(finding.paths) - limit
+        lines.append(Line.of(f"      … and {more} more (--verbose or --json for all)", "dim"))
     if finding.fix is not None:
-        line = Text("    fix: ", style="green")
-        line.append(display(finding.fix.command))
-        console.print(line, soft_wrap=True)  # a command must stay copy-pastable
+        lines.append(Line.of("    fix: ", "green").plus(display(finding.fix.command)))
         if finding.fix.note:
-            console.print(Text(f"         ({finding.fix.note})", style="dim"))
-    console.print()
+            lines.append(Line.of(f"         ({display(finding.fix.note)})", "dim"))
+    lines.append(Line.of())
+    return lines
+
+
+def summary_line(findings: Sequence[Finding], summary: Mapping[str, Any]) -> Line:
+    scope = (
+        f" in {summary.get('distributions', 0)} distributions, {summary.get('files', 0):,} files"
+    )
+    if not findings:
+        return Line.of("No problems found", "bold green").plus(scope)
+    counts = count_by_severity(findings)
+    line = Line.of()
+    for i, (severity, word) in enumerate(
+        ((Severity.ERROR, "error"), (Severity.WARNING, "warning"), (Severity.INFO, "info"))
+    ):
+        n = counts[severity]
+        if i:
+            line = line.plus(", ")
+        label = f"{n} {word}{'' if n == 1 or word == 'info' else 's'}"
+        line = line.plus(label, _STYLE[severity] if n else "")
+    return line.plus(scope)
+
+
+def report_lines(
+    header: str, summary: Mapping[str, Any], findings: Sequence[Finding], verbose: bool
+) -> list[Line]:
+    lines = [Line.of(text, "bold") for text in header.splitlines()]
+    lines.append(Line.of())
+    for severity in sorted(Severity, reverse=True):
+        group = [f for f in findings if f.severity is severity]
+        if not group:
+            continue
+        lines.append(Line.of(f"{_TITLE[severity]} ({len(group)})", _STYLE[severity]))
+        for finding in group:
+            lines += finding_lines(finding, verbose)
+    lines.append(summary_line(findings, summary))
+    return lines
+
+
+def to_string(lines: Sequence[Line], *, color: bool, width: int | None = None) -> str:
+    if not color:
+        return "".join(line.plain + "\n" for line in lines)
+    from rich.console import Console
+    from rich.text import Text
+
+    out = io.StringIO()
+    console = Console(
+        file=out, force_terminal=True, width=width, highlight=False, emoji=False, markup=False
+    )
+    for line in lines:
+        text = Text()
+        for chunk, style in line.spans:
+            text.append(chunk, style=style or None)
+        console.print(text, soft_wrap=not line.wrap)
+    return out.getvalue()
 
 
 def render(
@@ -67,36 +121,4 @@ def render(
     width: int | None = None,
     verbose: bool = False,
 ) -> str:
-    out = io.StringIO()
-    console = make_console(out, color=color, width=width)
-    console.print(Text(header, style="bold"))
-    console.print()
-    for severity in sorted(Severity, reverse=True):
-        group = [f for f in findings if f.severity is severity]
-        if not group:
-            continue
-        console.print(Text(f"{_TITLE[severity]} ({len(group)})", style=_STYLE[severity]))
-        for finding in group:
-            render_finding(console, finding, verbose)
-    counts = count_by_severity(findings)
-    line = Text()
-    parts = [
-        (counts[Severity.ERROR], "error", Severity.ERROR),
-        (counts[Severity.WARNING], "warning", Severity.WARNING),
-        (counts[Severity.INFO], "info", Severity.INFO),
-    ]
-    for i, (n, word, severity) in enumerate(parts):
-        if i:
-            line.append(", ")
-        label = f"{n} {word}{'' if n == 1 or word == 'info' else 's'}"
-        line.append(label, style=_STYLE[severity] if n else "")
-    line.append(
-        f" in {summary.get('distributions', 0)} distributions, {summary.get('files', 0):,} files"
-    )
-    if not findings:
-        line = Text("No problems found", style="bold green") + Text(
-            f" in {summary.get('distributions', 0)} distributions, "
-            f"{summary.get('files', 0):,} files"
-        )
-    console.print(line)
-    return out.getvalue()
+    return to_string(report_lines(header, summary, findings, verbose), color=color, width=width)

@@ -1,0 +1,176 @@
+"""Truncated and byte-patched copies of real ELF files give an ElfInfo or ElfFormatError,
+never another exception, and read_elf agrees with parse_elf on them."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from libdoctor.elf import ElfFormatError, ElfInfo, is_elf_magic, parse_elf, read_elf
+
+FUZZ = settings(
+    max_examples=250,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@dataclass(frozen=True)
+class Seed:
+    name: str
+    data: bytes
+    hot: tuple[tuple[int, int], ...]  # [start, end) ranges where the parser looks
+
+
+def _hot_ranges(data: bytes) -> tuple[tuple[int, int], ...]:
+    """Header, program headers, PT_INTERP, PT_DYNAMIC and the start of the string table."""
+    ranges = [(0, min(len(data), 64))]
+    is64 = data[4] == 2
+    o = "<" if data[5] == 1 else ">"
+    if is64:
+        phoff, phentsize, phnum = (struct.unpack_from(o + f, data, at)[0] for f, at in
+                                   (("Q", 32), ("H", 54), ("H", 56)))  # fmt: skip
+    else:
+        phoff, phentsize, phnum = (struct.unpack_from(o + f, data, at)[0] for f, at in
+                                   (("I", 28), ("H", 42), ("H", 44)))  # fmt: skip
+    ranges.append((phoff, phoff + phentsize * phnum))
+    loads = []
+    for i in range(phnum):
+        at = phoff + i * phentsize
+        if is64:
+            p_type, _f, off, vaddr, _p, filesz = struct.unpack_from(o + "IIQQQQ", data, at)
+        else:
+            p_type, off, vaddr, _p, filesz = struct.unpack_from(o + "IIIII", data, at)
+        if p_type in (2, 3):
+            ranges.append((off, off + filesz))
+        if p_type == 1:
+            loads.append((off, vaddr, filesz))
+        if p_type == 2:
+            fmt = o + ("qQ" if is64 else "iI")
+            for tag, val in struct.iter_unpack(fmt, data[off : off + filesz]):
+                if tag == 5:
+                    for l_off, l_vaddr, l_size in loads:
+                        if l_vaddr <= val < l_vaddr + l_size:
+                            start = l_off + val - l_vaddr
+                            ranges.append((start, start + 512))
+    return tuple((a, min(b, len(data))) for a, b in ranges if a < min(b, len(data)))
+
+
+def _gcc_seeds(tmp: Path) -> Iterator[tuple[str, Path]]:
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        return
+    src = tmp / "f.c"
+    src.write_text("int f(void) { return 1; }\n")
+    builds = {
+        "gcc64": ["-Wl,-soname,libfuzz.so.1", "-Wl,-rpath,$ORIGIN/a:/b", "-Wl,-z,nodefaultlib"],
+        "gcc32": ["-m32", "-nostdlib", "-Wl,-soname,libfuzz32.so", "-Wl,--disable-new-dtags",
+                  "-Wl,-rpath,$ORIGIN"],
+    }  # fmt: skip
+    for name, args in builds.items():
+        out = tmp / f"{name}.so"
+        cmd = [gcc, "-shared", "-fPIC", *args, "-o", str(out), str(src)]
+        if subprocess.run(cmd, capture_output=True).returncode == 0:
+            yield name, out
+
+
+@functools.cache
+def seeds() -> tuple[Seed, ...]:
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = list(_gcc_seeds(Path(tmp)))
+        for candidate in ("/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib64/libz.so.1"):
+            if os.path.exists(candidate):
+                paths.append(("libz", Path(os.path.realpath(candidate))))
+                break
+        paths.append(("python", Path(os.path.realpath(sys.executable))))
+        found = []
+        for name, path in paths:
+            data = path.read_bytes()
+            if is_elf_magic(data) and len(data) < 64 * 1024 * 1024:
+                parse_elf(data)  # a seed must itself be good
+                found.append(Seed(name, data, _hot_ranges(data)))
+    return tuple(found)
+
+
+def _seed(index: int) -> Seed:
+    all_seeds = seeds()
+    if not all_seeds:
+        pytest.skip("no ELF seed files (no gcc, no libz, python not ELF)")
+    return all_seeds[index % len(all_seeds)]
+
+
+def _check(data: bytes) -> ElfInfo | None:
+    try:
+        return parse_elf(data)
+    except ElfFormatError as exc:
+        assert str(exc) and "\n" not in str(exc)
+        return None
+
+
+INTERESTING = st.sampled_from(
+    [0, 1, 2, 3, 0x7F, 0x80, 0xFF, 0xFFFF, 2**31 - 1, 2**31, 2**32 - 1, 2**63, 2**64 - 1]
+)
+
+
+@st.composite
+def patches(draw: st.DrawFn) -> tuple[Seed, bytes]:
+    seed = _seed(draw(st.integers(0, 100)))
+    data = bytearray(seed.data)
+    for _ in range(draw(st.integers(1, 6))):
+        start, end = draw(st.sampled_from(seed.hot))
+        pos = draw(st.integers(start, end - 1))
+        if draw(st.booleans()):
+            data[pos] = draw(st.integers(0, 255))
+        else:
+            width = draw(st.sampled_from([2, 4, 8]))
+            value = draw(st.one_of(INTERESTING, st.integers(0, 2**64 - 1)))
+            value &= (1 << (8 * width)) - 1
+            chunk = value.to_bytes(width, "little" if data[5] == 1 else "big")
+            data[pos : pos + width] = chunk[: len(data) - pos]
+    return seed, bytes(data)
+
+
+@FUZZ
+@given(st.integers(0, 100), st.integers(0, 2**32))
+def test_truncated_copies(which: int, cut: int) -> None:
+    seed = _seed(which)
+    # Half the cuts land in the structures the parser reads, half anywhere.
+    start, end = seed.hot[cut % len(seed.hot)]
+    n = start + cut % (end - start + 1) if cut % 2 else cut % (len(seed.data) + 1)
+    _check(seed.data[:n])
+
+
+@FUZZ
+@given(patches())
+def test_patched_copies(case: tuple[Seed, bytes]) -> None:
+    _check(case[1])
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("fuzz")
+
+
+@settings(FUZZ, max_examples=80)
+@given(patches())
+def test_read_elf_agrees_with_parse_elf(scratch: Path, case: tuple[Seed, bytes]) -> None:
+    path = scratch / "case.so"
+    path.write_bytes(case[1])
+    expected = _check(case[1])
+    try:
+        got: ElfInfo | None = read_elf(str(path))
+    except ElfFormatError:
+        got = None
+    assert got == expected
