@@ -6,10 +6,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from libdoctor.checks.files import check_files, hash_jobs
+from libdoctor.checks.files import Digests, check_files, hash_jobs
 from libdoctor.disk import Disk, RealDisk
 from libdoctor.findings import CODES, Finding, Severity
-from libdoctor.model import build_environment
+from libdoctor.model import Environment, build_environment
 from libdoctor.target import Target
 
 
@@ -34,6 +34,14 @@ class Report:
 ProgressFactory = Callable[[int, int], Callable[[int], None]]
 
 
+def run_checks(env: Environment, disk: Disk, digests: Digests | None = None) -> list[Finding]:
+    """Every check on a model and a disk view: the real one, or a what-if (``WithoutPaths``).
+
+    A plan (``libdoctor plan``) runs this twice, before and after, and reports the difference.
+    """
+    return check_files(env, disk, digests)
+
+
 def run_check(
     target: Target,
     options: CheckOptions,
@@ -55,7 +63,7 @@ def run_check(
         digests = hash_many(jobs, cache, stats, workers=options.workers, progress=tick)
         cache.save(target.prefix)
         hashing = stats.as_dict()
-    findings = check_files(env, disk, digests)
+    findings = run_checks(env, disk, digests)
     return Report(
         target=target,
         distributions=len(env.distributions),
