@@ -8,7 +8,9 @@ Formats (see LOADER_SPEC.md §2):
 - old: ``ld.so-1.7.0`` only; offsets are relative to the end of the old entry table.
 
 The extension block (generator string, glibc-hwcaps subdirectory names) is addressed by
-file offsets in every layout; ld.so and ``ldconfig -p`` both read it that way.
+file offsets in every layout; ld.so and ``ldconfig -p`` both read it that way. (glibc 2.36
+``ldconfig -c compat`` writes the name offsets relative to the new header instead, so
+both read garbage names there and never pick those hwcaps entries; so do we.)
 A malformed file raises ``LdCacheError("one-line reason")``.
 """
 

@@ -11,10 +11,12 @@ skipped with a clear reason.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import shutil
 import struct
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -68,9 +70,9 @@ def gcc_can_m32() -> bool:
 
 @cache
 def _scratch_root() -> str:
-    import tempfile
-
-    return tempfile.mkdtemp(prefix="libdoctor-cc-")
+    root = tempfile.mkdtemp(prefix="libdoctor-cc-")
+    atexit.register(shutil.rmtree, root, True)
+    return root
 
 
 def _run(cmd: Sequence[str]) -> None:
@@ -111,6 +113,7 @@ def _link(
     nodeflib: bool,
     m32: bool,
     interp: str | None,
+    pie: bool = False,
 ) -> Path:
     gcc = require_gcc()
     if rpath is not None and runpath is not None:
@@ -125,7 +128,7 @@ def _link(
     if shared:
         cmd.append("-shared")
     else:
-        cmd.append("-no-pie")
+        cmd.append("-pie" if pie else "-no-pie")
         cmd.append(f"-Wl,--dynamic-linker,{interp or '/lib64/ld-linux-x86-64.so.2'}")
     if soname is not None:
         cmd.append(f"-Wl,-soname,{soname}")
@@ -182,8 +185,12 @@ def compile_exe(
     runpath: str | None = None,
     nodeflib: bool = False,
     interp: str | None = None,
+    pie: bool = False,
 ) -> Path:
-    """Build DIRECTORY/FILENAME, a (never run) dynamically linked executable with PT_INTERP."""
+    """Build DIRECTORY/FILENAME, a (never run) dynamically linked executable with PT_INTERP.
+
+    ET_EXEC by default; PIE gives an ET_DYN executable flagged DF_1_PIE.
+    """
     return _link(
         directory / filename,
         shared=False,
@@ -194,11 +201,16 @@ def compile_exe(
         nodeflib=nodeflib,
         m32=False,
         interp=interp,
+        pie=pie,
     )
 
 
 def patch_elf_header(
-    path: Path, *, elf_class: int | None = None, machine: int | None = None, dest: Path | None = None
+    path: Path,
+    *,
+    elf_class: int | None = None,
+    machine: int | None = None,
+    dest: Path | None = None,
 ) -> Path:
     """Copy PATH to DEST (default: in place) with EI_CLASS and/or e_machine overwritten.
 

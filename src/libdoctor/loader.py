@@ -1,0 +1,997 @@
+"""A static emulation of how glibc's loader finds shared libraries (LOADER_SPEC.md §1, §3, §5).
+
+Nothing here runs target code. The algorithm is pure: it sees the file system only through
+``LoaderFS`` (directory listings and per-file inspections, each ELF parsed by
+``libdoctor.elf.read_elf``), and takes everything it would otherwise read from the process
+(LD_LIBRARY_PATH, LD_PRELOAD, the working directory) from a ``SearchConfig`` value.
+``RealFS`` is the default file system; it lists each directory and parses each file once.
+
+Two entry points, both on ``Loader`` (which memoizes searches across calls):
+
+- ``load_program(path)``: what ``LD_TRACE_LOADED_OBJECTS=1 ld.so PATH`` does. PATH is the
+  main program: its DT_RPATH also serves as the "exe RPATH" and its $ORIGIN is textual.
+- ``start_interpreter(python)`` then ``import_extension(process, module)``: Python's
+  ``dlopen(abs_path)`` of an extension module in a process that already holds the
+  interpreter's own closure. The module has no loader, so its dependencies search its RPATH
+  (without RUNPATH), then the python executable's RPATH, LD_LIBRARY_PATH, its RUNPATH, the
+  cache and the default dirs. Each module is resolved as if it were the only one imported.
+
+Every request made is a ``Resolution`` (how it was found, every directory tried, why it failed);
+problems in the environment never raise.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from libdoctor.elf import DF_1_NODEFLIB, ELFCLASS32, ELFCLASS64, ElfInfo, read_elf
+from libdoctor.errors import ElfFormatError
+from libdoctor.ldcache import DEFAULT_CACHE_FLAGS
+from libdoctor.loadersystem import LoaderSystem
+
+__all__ = [
+    "Closure",
+    "FileId",
+    "Inspection",
+    "LoadedObject",
+    "Loader",
+    "LoaderFS",
+    "Process",
+    "RealFS",
+    "Rejected",
+    "Resolution",
+    "SearchConfig",
+    "SearchDir",
+    "expand_dst",
+    "is_extension_module",
+    "origin_of",
+    "split_preload",
+]
+
+Source = Literal["rpath", "ld_library_path", "runpath", "cache", "default"]
+"""Where a searched directory came from (the cache "directory" is the entry's file)."""
+Via = Literal["loaded", "path", "rpath", "ld_library_path", "runpath", "cache", "default"]
+"""How a request was satisfied: an already-loaded object, a name with '/', or a search step."""
+Status = Literal["found", "not_found", "error"]
+"""``error`` is a hard error: the loader stops for this name (and ld.so for the whole load)."""
+RequestKind = Literal["needed", "preload", "dlopen"]
+InspectionKind = Literal["missing", "denied", "directory", "file", "unreadable"]
+
+ET_EXEC = 2
+ET_DYN = 3
+DF_1_PIE = 0x08000000
+_EHDR64_SIZE = 64  # glibc reads sizeof(ElfW(Ehdr)) before any check
+_NOT_FOUND = "cannot open shared object file: No such file or directory"
+_EXTENSION_RE = re.compile(r"\.so$")
+
+
+# --------------------------------------------------------------------------- file system edge
+
+
+@dataclass(frozen=True, slots=True)
+class FileId:
+    dev: int
+    ino: int
+
+
+@dataclass(frozen=True, slots=True)
+class Inspection:
+    """What the loader's open() + header check would see at one path."""
+
+    kind: InspectionKind
+    file_id: FileId | None = None
+    elf: ElfInfo | None = None  # None for kind "file" when read_elf rejected it
+    error: str | None = None  # read_elf's reason, or the OS error text
+    head: bytes = b""  # first 64 bytes when read_elf failed: the loader decides on these
+
+
+class LoaderFS(Protocol):
+    """The only file-system access of the emulation. Paths are absolute and never normalised."""
+
+    def entries(self, directory: str) -> frozenset[str] | None:
+        """Names in DIRECTORY; empty if it does not exist; None if it cannot be listed."""
+        ...
+
+    def inspect(self, path: str) -> Inspection: ...
+
+    def realpath(self, path: str) -> str: ...
+
+
+_EMPTY: frozenset[str] = frozenset()
+
+
+class RealFS:
+    """LoaderFS on the real disk: each directory listed once, each file (by inode) parsed once."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, frozenset[str] | None] = {}
+        self._paths: dict[str, Inspection] = {}
+        self._files: dict[FileId, Inspection] = {}
+
+    def entries(self, directory: str) -> frozenset[str] | None:
+        try:
+            return self._entries[directory]
+        except KeyError:
+            pass
+        listing: frozenset[str] | None
+        try:
+            listing = frozenset(os.listdir(directory))
+        except (FileNotFoundError, NotADirectoryError):
+            listing = _EMPTY
+        except OSError:
+            listing = None  # e.g. no read permission: probe files directly, as open() would
+        self._entries[directory] = listing
+        return listing
+
+    def inspect(self, path: str) -> Inspection:
+        try:
+            return self._paths[path]
+        except KeyError:
+            pass
+        result = self._inspect(path)
+        self._paths[path] = result
+        return result
+
+    def _inspect(self, path: str) -> Inspection:
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return Inspection("missing")
+        except PermissionError:
+            return Inspection("denied")
+        except OSError as exc:
+            return Inspection("unreadable", error=exc.strerror or str(exc))
+        file_id = FileId(st.st_dev, st.st_ino)
+        if stat.S_ISDIR(st.st_mode):
+            return Inspection("directory", file_id)
+        if not stat.S_ISREG(st.st_mode):
+            return Inspection("unreadable", file_id, error="not a regular file")
+        cached = self._files.get(file_id)
+        if cached is not None:
+            return cached
+        try:
+            result = Inspection("file", file_id, elf=read_elf(path))
+        except ElfFormatError as exc:
+            result = Inspection("file", file_id, error=str(exc), head=_read_head(path))
+        except PermissionError:
+            result = Inspection("denied", file_id)
+        except OSError as exc:
+            result = Inspection("unreadable", file_id, error=exc.strerror or str(exc))
+        self._files[file_id] = result
+        return result
+
+    def realpath(self, path: str) -> str:
+        return os.path.realpath(path)
+
+
+def _read_head(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(_EHDR64_SIZE)
+    except OSError:
+        return b""
+
+
+# --------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True, slots=True)
+class SearchConfig:
+    """The process-level inputs of a search; read from the environment by the caller, not here.
+
+    LD_LIBRARY_PATH is taken as at process start (None or "" = unset). CWD must be absolute:
+    empty and relative path elements are relative to it. PRELOAD holds LD_PRELOAD's names
+    (see ``split_preload``). INHIBIT_CACHE skips /etc/ld.so.cache (``ld.so --inhibit-cache``).
+    """
+
+    system: LoaderSystem
+    ld_library_path: str | None = None
+    cwd: str = "/"
+    preload: tuple[str, ...] = ()
+    inhibit_cache: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.cwd.startswith("/"):
+            raise ValueError(f"SearchConfig.cwd must be absolute, got {self.cwd!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class SearchDir:
+    """One directory in the order tried (its glibc-hwcaps and legacy subdirs included).
+
+    DIRECTORY is DST-expanded and textual ("" means the working directory; relative ones are
+    relative to it). For source "cache" it is the path the cache returned. OWNER is the object
+    whose DT_RPATH/DT_RUNPATH listed it; ELEMENT the list element before expansion.
+    """
+
+    source: Source
+    directory: str
+    owner: str | None = None
+    element: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A file the search saw and passed over (or stopped at, for a hard error)."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """One request: a DT_NEEDED entry of REQUESTER, an LD_PRELOAD name, or a dlopen'ed path.
+
+    PATH is the loaded object that satisfies it (None unless found); FOUND_PATH the file the
+    search located (differs from PATH when that file was already loaded under another path,
+    and names the offending file for a hard error). VIA_OWNER is the object whose RPATH or
+    RUNPATH held the directory.
+    """
+
+    kind: RequestKind
+    requester: str | None  # path of the requesting object; None for a dlopen'ed root
+    name: str  # as written
+    expanded: str  # after $ORIGIN/$LIB/$PLATFORM substitution
+    status: Status
+    path: str | None
+    found_path: str | None
+    via: Via | None
+    via_owner: str | None
+    searched: tuple[SearchDir, ...]
+    rejected: tuple[Rejected, ...]
+    reason: str | None  # why not found / the hard error; None when found
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedObject:
+    """One object in the emulated process."""
+
+    path: str  # what the loader opened it by (textual; relative = relative to the cwd)
+    request: str  # the name that first loaded it (first column of ld.so's trace)
+    soname: str | None
+    needed: tuple[str, ...]
+    loader: str | None  # path of the object whose request loaded it; None: main, dlopen'ed root
+    origin: str | None  # its $ORIGIN
+    file_id: FileId | None
+    elf: ElfInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Closure:
+    """The result of loading one root (the main program, or a dlopen'ed module).
+
+    LOADED: objects this load added, in load order, root first. SEARCH_LIST: root, then every
+    object reached breadth-first, including objects that were already loaded (the order ld.so's
+    trace prints; dependencies of already-loaded objects are not walked again). RESOLUTIONS:
+    every request in the order the loader makes it (preloads first).
+    """
+
+    root: str
+    root_error: str | None  # the root itself could not be loaded
+    loaded: tuple[LoadedObject, ...]
+    search_list: tuple[LoadedObject, ...]
+    resolutions: tuple[Resolution, ...]
+
+    @property
+    def missing(self) -> tuple[Resolution, ...]:
+        return tuple(r for r in self.resolutions if r.status == "not_found")
+
+    @property
+    def errors(self) -> tuple[Resolution, ...]:
+        return tuple(r for r in self.resolutions if r.status == "error")
+
+    @property
+    def ok(self) -> bool:
+        return self.root_error is None and all(
+            r.status == "found" for r in self.resolutions if r.kind != "preload"
+        )
+
+
+class _Index:
+    """Lookup tables of one namespace, layered over the process it extends (if any)."""
+
+    __slots__ = ("by_id", "by_name", "by_path", "objects", "parent")
+
+    def __init__(self, parent: _Index | None = None) -> None:
+        self.parent = parent
+        self.objects: list[LoadedObject] = []
+        self.by_name: dict[str, LoadedObject] = {}
+        self.by_id: dict[FileId, LoadedObject] = {}
+        self.by_path: dict[str, LoadedObject] = {}
+
+    def find_name(self, name: str) -> LoadedObject | None:
+        if self.parent is not None:
+            hit = self.parent.find_name(name)
+            if hit is not None:
+                return hit
+        return self.by_name.get(name)
+
+    def find_id(self, file_id: FileId | None) -> LoadedObject | None:
+        if file_id is None:
+            return None
+        if self.parent is not None:
+            hit = self.parent.find_id(file_id)
+            if hit is not None:
+                return hit
+        return self.by_id.get(file_id)
+
+    def find_path(self, path: str) -> LoadedObject | None:
+        hit = self.by_path.get(path)
+        if hit is None and self.parent is not None:
+            return self.parent.find_path(path)
+        return hit
+
+    def add_name(self, name: str, obj: LoadedObject) -> None:
+        # First registration wins: names are registered in load order, as glibc walks them.
+        if self.find_name(name) is None:
+            self.by_name[name] = obj
+
+    def add(self, obj: LoadedObject, names: Iterable[str], *, by_inode: bool = True) -> None:
+        self.objects.append(obj)
+        for name in names:
+            self.add_name(name, obj)
+        if by_inode and obj.file_id is not None:
+            self.by_id.setdefault(obj.file_id, obj)
+        self.by_path.setdefault(obj.path, obj)
+
+
+@dataclass(frozen=True, slots=True)
+class Process:
+    """An emulated process after its main program loaded; extension imports start from it."""
+
+    config: SearchConfig
+    exe: LoadedObject | None  # None: the main program could not be loaded
+    closure: Closure
+    objects: tuple[LoadedObject, ...]  # everything loaded, load order
+    index: _Index = field(repr=False, compare=False)
+
+
+# --------------------------------------------------------------------------- pure helpers
+
+
+def _is_dst(text: str, pos: int, ref: str) -> int:
+    """Length of DST REF at TEXT[pos:] (just after '$'), 0 if none (glibc's is_dst)."""
+    curly = text.startswith("{", pos)
+    start = pos + 1 if curly else pos
+    if not text.startswith(ref, start):
+        return 0
+    after = start + len(ref)
+    if curly:
+        return len(ref) + 2 if text.startswith("}", after) else 0
+    if after < len(text) and (
+        (text[after].isascii() and text[after].isalnum()) or text[after] == "_"
+    ):
+        return 0
+    return len(ref)
+
+
+def expand_dst(text: str, *, origin: str | None, lib: str, platform: str | None) -> str | None:
+    """Substitute $ORIGIN, $LIB, $PLATFORM (and ${...}) like glibc's _dl_dst_substitute.
+
+    Unknown ``$NAME``s stay as written. None when a known DST has no value: the loader then
+    drops the element (paths) or fails the name (DT_NEEDED).
+    """
+    if "$" not in text:
+        return text
+    values = {"ORIGIN": origin, "PLATFORM": platform, "LIB": lib}
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        dollar = text.find("$", i)
+        if dollar < 0:
+            out.append(text[i:])
+            break
+        out.append(text[i:dollar])
+        for ref, value in values.items():
+            length = _is_dst(text, dollar + 1, ref)
+            if length:
+                if value is None:
+                    return None
+                out.append(value)
+                i = dollar + 1 + length
+                break
+        else:
+            out.append("$")
+            i = dollar + 1
+    return "".join(out)
+
+
+def origin_of(path: str, cwd: str) -> str:
+    """$ORIGIN of an object opened as PATH: its textual dirname (a relative PATH gets CWD)."""
+    if not path.startswith("/"):
+        path = (cwd if cwd.endswith("/") else cwd + "/") + path
+    cut = path.rfind("/")
+    return path[:cut] if cut > 0 else "/"
+
+
+def split_preload(value: str) -> tuple[str, ...]:
+    """LD_PRELOAD / ``--preload`` as the loader splits it: on spaces and colons."""
+    return tuple(part for part in re.split(r"[ :]", value) if part)
+
+
+def is_extension_module(filename: str) -> bool:
+    """Whether Python's importlib would load FILENAME as an extension module on Linux.
+
+    All of importlib's EXTENSION_SUFFIXES end in ".so" (".cpython-311-x86_64-linux-gnu.so",
+    ".abi3.so", ".so"); versioned names like "libx.so.1" are never imported.
+    """
+    return _EXTENSION_RE.search(filename) is not None
+
+
+def _effective_rpath(elf: ElfInfo) -> str | None:
+    # glibc drops DT_RPATH when DT_RUNPATH is present, and an empty RPATH is no path at all.
+    if elf.runpath is not None:
+        return None
+    return elf.rpath or None
+
+
+def _join(directory: str, rest: str) -> str:
+    return directory + rest if directory.endswith("/") else directory + "/" + rest
+
+
+# --------------------------------------------------------------------------- the emulation
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """A search's result before reuse by inode: depends only on the request and the disk."""
+
+    status: Status
+    textual: str | None
+    inspection: Inspection | None
+    via: Via | None
+    via_owner: str | None
+    searched: tuple[SearchDir, ...]
+    rejected: tuple[Rejected, ...]
+    reason: str | None
+
+
+_Verdict = Literal["accept", "skip", "absent", "fatal"]
+_DirPlan = tuple[tuple[str, str, "frozenset[str] | None"], ...]
+
+
+class Loader:
+    """The emulated loader for one SearchConfig and file system; memoizes across calls."""
+
+    def __init__(self, config: SearchConfig, fs: LoaderFS | None = None) -> None:
+        self._config = config
+        self._fs: LoaderFS = fs if fs is not None else RealFS()
+        system = config.system
+        self._cwd = config.cwd
+        self._caps = (
+            *(f"glibc-hwcaps/{name}/" for name in system.hwcaps_subdirs),
+            *(f"{sub.strip('/')}/" for sub in system.legacy_subdirs if sub.strip("/")),
+            "",
+        )
+        self._cache_flags = system.cache_flags or DEFAULT_CACHE_FLAGS
+        self._default_dirs = self._path_list(
+            ":".join(system.default_dirs), "default", None, None, ":", expand=False
+        )
+        self._system_prefixes = tuple(_join(d, "") for d in system.default_dirs if d)
+        self._rtld_inspection: Inspection | None = None
+        self._plans: dict[str, _DirPlan] = {}
+        self._lists: dict[tuple[str, str | None, Source], tuple[SearchDir, ...]] = {}
+        self._searches: dict[tuple[object, ...], _Outcome] = {}
+
+    @property
+    def config(self) -> SearchConfig:
+        return self._config
+
+    # ----------------------------------------------------------------- entry points
+
+    def load_program(
+        self, path: str, *, origin: str | None = None, started_by_kernel: bool = False
+    ) -> Process:
+        """Load PATH as the main program, with the config's preloads, breadth-first.
+
+        Default: as ``ld.so PATH`` does (the object is known by PATH; $ORIGIN is textual).
+        STARTED_BY_KERNEL: as an exec'd program (known by no path; pass ORIGIN =
+        dirname(realpath(/proc/self/exe)), see ``start_interpreter``).
+        """
+        index = _Index()
+        ins = self._fs.inspect(self._abs(path))
+        verdict, reason = self._verify(ins)
+        if verdict != "accept" or ins.elf is None:
+            root_reason = reason if verdict in ("fatal", "skip") else _NOT_FOUND
+            empty = Closure(path, root_reason or _NOT_FOUND, (), (), ())
+            return Process(self._config, None, empty, (), index)
+        exe = LoadedObject(
+            path=path,
+            request=path,
+            soname=ins.elf.soname,
+            needed=ins.elf.needed,
+            loader=None,
+            origin=origin if origin is not None else origin_of(path, self._cwd),
+            file_id=ins.file_id,
+            elf=ins.elf,
+        )
+        names = [ins.elf.soname] if started_by_kernel else [path, ins.elf.soname]
+        index.add(exe, (n for n in names if n))
+        self._add_rtld(index, ins.elf.interpreter)
+
+        resolutions: list[Resolution] = []
+        preloaded: list[LoadedObject] = []
+        for name in self._config.preload:
+            before = len(index.objects)
+            resolutions.append(self._request(name, exe, "preload", index, exe))
+            # Only a newly loaded object counts as a preload (glibc's do_preload).
+            if len(index.objects) > before:
+                preloaded.append(index.objects[-1])
+        closure = self._walk(exe, [exe, *preloaded], index, exe, resolutions)
+        return Process(self._config, exe, closure, tuple(index.objects), index)
+
+    def start_interpreter(self, python: str) -> Process:
+        """The process right after ``exec(PYTHON)``: the interpreter and its closure loaded.
+
+        $ORIGIN of the executable is dirname(realpath(PYTHON)), as the kernel reports it.
+        """
+        real = self._fs.realpath(self._abs(python))
+        return self.load_program(python, origin=origin_of(real, "/"), started_by_kernel=True)
+
+    def import_extension(self, process: Process, module: str) -> Closure:
+        """``dlopen(MODULE)`` in PROCESS, as Python's import does; PROCESS is left unchanged.
+
+        MODULE is the path importlib passes (sys.path entry + file name, not resolved).
+        """
+        index = _Index(process.index)
+        res = self._request(module, None, "dlopen", index, process.exe)
+        root = index.find_path(res.path) if res.path is not None else None
+        if root is None:
+            return Closure(module, res.reason or _NOT_FOUND, (), (), (res,))
+        if index.by_path.get(root.path) is not root:  # already in the process: nothing to load
+            return Closure(module, None, (), (root,), (res,))
+        return self._walk(root, [root], index, process.exe, [res])
+
+    def import_extensions(self, process: Process, modules: Iterable[str]) -> Iterator[Closure]:
+        """``import_extension`` for each of MODULES, each as if it were the only import."""
+        for module in modules:
+            yield self.import_extension(process, module)
+
+    # ----------------------------------------------------------------- breadth-first walk
+
+    def _walk(
+        self,
+        root: LoadedObject,
+        start: Sequence[LoadedObject],
+        index: _Index,
+        main: LoadedObject | None,
+        resolutions: list[Resolution],
+    ) -> Closure:
+        search_list: list[LoadedObject] = []
+        listed: set[int] = set()
+        for obj in start:
+            if id(obj) not in listed:
+                listed.add(id(obj))
+                search_list.append(obj)
+        i = 0
+        while i < len(search_list):
+            obj = search_list[i]
+            i += 1
+            if index.by_path.get(obj.path) is not obj:
+                continue  # loaded before this namespace layer: its dependencies are resolved
+            for name in obj.needed:
+                res = self._request(name, obj, "needed", index, main)
+                resolutions.append(res)
+                if res.path is None:
+                    continue
+                dep = index.find_path(res.path)
+                if dep is not None and id(dep) not in listed:
+                    listed.add(id(dep))
+                    search_list.append(dep)
+        return Closure(
+            root=root.path,
+            root_error=None,
+            loaded=tuple(index.objects),
+            search_list=tuple(search_list),
+            resolutions=tuple(resolutions),
+        )
+
+    def _add_rtld(self, index: _Index, interpreter: str | None) -> None:
+        """The loader is mapped before anything else; it answers to its names and inode."""
+        loader_path = self._config.system.loader_path
+        if not loader_path:
+            return
+        if self._rtld_inspection is None:
+            self._rtld_inspection = self._fs.inspect(loader_path)
+        ins = self._rtld_inspection
+        if ins.kind != "file" or ins.elf is None:
+            return
+        request = interpreter or loader_path
+        rtld = LoadedObject(
+            path=loader_path,
+            request=request,
+            soname=ins.elf.soname,
+            needed=ins.elf.needed,
+            loader=None,
+            origin=origin_of(loader_path, "/"),
+            file_id=ins.file_id,
+            elf=ins.elf,
+        )
+        # glibc 2.36 records no file id for itself: found by another path, it loads again.
+        index.add(rtld, (n for n in (request, loader_path, ins.elf.soname) if n), by_inode=False)
+
+    # ----------------------------------------------------------------- one request
+
+    def _request(
+        self,
+        name: str,
+        requester: LoadedObject | None,
+        kind: RequestKind,
+        index: _Index,
+        main: LoadedObject | None,
+    ) -> Resolution:
+        system = self._config.system
+        expanded: str | None = name
+        if kind == "dlopen" and "/" not in name:
+            expanded = "./" + name  # CPython's dlopen of a bare module name
+        elif requester is not None and (kind == "needed" or "/" in name):
+            expanded = expand_dst(
+                name, origin=requester.origin, lib=system.lib, platform=system.platform
+            )
+        req_path = requester.path if requester is not None else None
+
+        def result(
+            status: Status,
+            *,
+            path: str | None = None,
+            found: str | None = None,
+            via: Via | None = None,
+            owner: str | None = None,
+            searched: tuple[SearchDir, ...] = (),
+            rejected: tuple[Rejected, ...] = (),
+            reason: str | None = None,
+        ) -> Resolution:
+            return Resolution(
+                kind, req_path, name, expanded or name, status, path, found, via, owner,
+                searched, rejected, reason,
+            )  # fmt: skip
+
+        if not expanded:
+            problem = "empty dynamic string token substitution" if name else "empty file name"
+            return result("error", reason=problem)
+
+        # DT_NEEDED names are expanded before the loader sees them; a preload is registered
+        # as written (its expansion only says which file to open).
+        request = name if kind == "preload" else expanded
+        hit = index.find_name(request)
+        if hit is not None:
+            return result("found", path=hit.path, found=hit.path, via="loaded")
+
+        if "/" in expanded:
+            ins = self._fs.inspect(self._abs(expanded))
+            verdict, why = self._verify(ins)
+            rejected = (Rejected(expanded, why),) if why else ()
+            if verdict == "fatal":
+                return result("error", found=expanded, rejected=rejected, reason=why)
+            if verdict != "accept":
+                reason = why if why and why.startswith("wrong ELF class") else _NOT_FOUND
+                return result("not_found", rejected=rejected, reason=reason)
+            outcome = _Outcome("found", expanded, ins, "path", None, (), rejected, None)
+        else:
+            assert requester is not None
+            outcome = self._search(expanded, requester, index, main)
+            if outcome.status != "found":
+                return result(
+                    outcome.status,
+                    found=outcome.textual,
+                    searched=outcome.searched,
+                    rejected=outcome.rejected,
+                    reason=outcome.reason,
+                )
+
+        assert outcome.textual is not None and outcome.inspection is not None
+        ins = outcome.inspection
+        elf = ins.elf
+        assert elf is not None
+
+        def found(path: str) -> Resolution:
+            return result(
+                "found",
+                path=path,
+                found=outcome.textual,
+                via=outcome.via,
+                owner=outcome.via_owner,
+                searched=outcome.searched,
+                rejected=outcome.rejected,
+            )
+
+        same = index.find_id(ins.file_id)
+        if same is not None:  # already loaded under another name: reuse, remember this name
+            index.add_name(request, same)
+            return found(same.path)
+        refusal = None
+        if elf.elf_type == ET_EXEC:
+            refusal = "cannot dynamically load executable"
+        elif elf.flags_1 & DF_1_PIE:
+            refusal = "cannot dynamically load position-independent executable"
+        if refusal is not None:
+            return result(
+                "error",
+                found=outcome.textual,
+                via=outcome.via,
+                owner=outcome.via_owner,
+                searched=outcome.searched,
+                rejected=(*outcome.rejected, Rejected(outcome.textual, refusal)),
+                reason=refusal,
+            )
+        obj = LoadedObject(
+            path=outcome.textual,
+            request=request,
+            soname=elf.soname,
+            needed=elf.needed,
+            loader=None if kind == "dlopen" else req_path,
+            origin=origin_of(outcome.textual, self._cwd),
+            file_id=ins.file_id,
+            elf=elf,
+        )
+        index.add(obj, (n for n in (outcome.textual, request, elf.soname) if n))
+        return found(obj.path)
+
+    # ----------------------------------------------------------------- the search (§1.2)
+
+    def _search(
+        self, name: str, requester: LoadedObject, index: _Index, main: LoadedObject | None
+    ) -> _Outcome:
+        owners: list[LoadedObject] = []
+        if requester.elf.runpath is None:
+            did_main = False
+            obj: LoadedObject | None = requester
+            seen: set[int] = set()
+            while obj is not None and id(obj) not in seen:
+                seen.add(id(obj))
+                if _effective_rpath(obj.elf):
+                    owners.append(obj)
+                    did_main = did_main or obj is main
+                obj = index.find_path(obj.loader) if obj.loader is not None else None
+            if not did_main and main is not None and _effective_rpath(main.elf):
+                owners.append(main)
+        main_origin = main.origin if main is not None else None
+        key = (
+            name,
+            requester.path,
+            requester.origin,
+            tuple((o.path, o.origin) for o in owners),
+            main_origin,
+        )
+        cached = self._searches.get(key)
+        if cached is None:
+            cached = self._search_uncached(name, requester, owners, main_origin)
+            self._searches[key] = cached
+        return cached
+
+    def _search_uncached(
+        self,
+        name: str,
+        requester: LoadedObject,
+        rpath_owners: Sequence[LoadedObject],
+        main_origin: str | None,
+    ) -> _Outcome:
+        searched: list[SearchDir] = []
+        rejected: list[Rejected] = []
+
+        lists: list[tuple[Via, tuple[SearchDir, ...]]] = []
+        for owner in rpath_owners:
+            rpath = _effective_rpath(owner.elf)
+            assert rpath is not None
+            lists.append(("rpath", self._object_list(owner, rpath, "rpath")))
+        llp = self._config.ld_library_path
+        if llp:
+            lists.append(("ld_library_path", self._llp_list(llp, main_origin)))
+        if requester.elf.runpath:
+            lists.append(
+                ("runpath", self._object_list(requester, requester.elf.runpath, "runpath"))
+            )
+
+        for via, dirs in lists:
+            hit = self._search_dirs(name, dirs, searched, rejected)
+            if hit is not None:
+                return self._finish(hit, via, searched, rejected)
+
+        nodeflib = bool(requester.elf.flags_1 & DF_1_NODEFLIB)
+        if not self._config.inhibit_cache:
+            entry = self._config.system.cache.lookup(
+                name, self._config.system.hwcaps_subdirs, self._cache_flags
+            )
+            if entry is not None:
+                searched.append(SearchDir("cache", entry))
+                if nodeflib and entry.startswith(self._system_prefixes):
+                    rejected.append(Rejected(entry, "cache entry in a default dir (DF_1_NODEFLIB)"))
+                else:
+                    ins = self._fs.inspect(self._abs(entry))
+                    verdict, why = self._verify(ins)
+                    if why:
+                        rejected.append(Rejected(entry, why))
+                    if verdict in ("accept", "fatal"):
+                        return self._finish(
+                            (verdict, entry, ins, None), "cache", searched, rejected
+                        )
+        if not nodeflib:
+            hit = self._search_dirs(name, self._default_dirs, searched, rejected)
+            if hit is not None:
+                return self._finish(hit, "default", searched, rejected)
+
+        wrong_class = next((r.reason for r in rejected if r.reason.startswith("wrong ELF")), None)
+        return _Outcome(
+            "not_found", None, None, None, None, tuple(searched), tuple(rejected),
+            wrong_class or _NOT_FOUND,
+        )  # fmt: skip
+
+    @staticmethod
+    def _finish(
+        hit: tuple[_Verdict, str, Inspection, SearchDir | None],
+        via: Via,
+        searched: list[SearchDir],
+        rejected: list[Rejected],
+    ) -> _Outcome:
+        verdict, textual, ins, where = hit
+        owner = where.owner if where is not None else None
+        if verdict == "fatal":
+            reason = rejected[-1].reason if rejected else "cannot load"
+            return _Outcome(
+                "error", textual, ins, via, owner, tuple(searched), tuple(rejected), reason
+            )
+        return _Outcome("found", textual, ins, via, owner, tuple(searched), tuple(rejected), None)
+
+    def _search_dirs(
+        self,
+        name: str,
+        dirs: tuple[SearchDir, ...],
+        searched: list[SearchDir],
+        rejected: list[Rejected],
+    ) -> tuple[_Verdict, str, Inspection, SearchDir] | None:
+        """glibc's open_path: each dir's hwcaps subdirs, legacy subdirs, then the dir itself."""
+        for sd in dirs:
+            searched.append(sd)
+            for textual_prefix, abs_prefix, listing in self._plan(sd.directory):
+                if listing is not None and name not in listing:
+                    continue
+                ins = self._fs.inspect(abs_prefix + name)
+                verdict, why = self._verify(ins)
+                if why:
+                    rejected.append(Rejected(textual_prefix + name, why))
+                if verdict in ("accept", "fatal"):
+                    return verdict, textual_prefix + name, ins, sd
+        return None
+
+    def _plan(self, directory: str) -> _DirPlan:
+        """(textual prefix, absolute prefix, listing) for each subdir of DIRECTORY that exists."""
+        plan = self._plans.get(directory)
+        if plan is not None:
+            return plan
+        textual = _join(directory, "") if directory else ""
+        absolute = _join(self._abs(directory), "")
+        top = self._fs.entries(absolute.rstrip("/") or "/")
+        steps: list[tuple[str, str, frozenset[str] | None]] = []
+        for cap in self._caps:
+            if not cap:
+                listing = top
+            else:
+                if top is not None and cap.partition("/")[0] not in top:
+                    continue
+                listing = self._fs.entries(absolute + cap.rstrip("/"))
+            if listing is not None and not listing:
+                continue
+            steps.append((textual + cap, absolute + cap, listing))
+        plan = tuple(steps)
+        self._plans[directory] = plan
+        return plan
+
+    def _verify(self, ins: Inspection) -> tuple[_Verdict, str | None]:
+        """glibc's open_verify: skip other classes/machines, stop hard at anything unloadable."""
+        system = self._config.system
+        if ins.kind == "missing":
+            return "absent", None
+        if ins.kind == "denied":
+            return "skip", "permission denied"
+        if ins.kind == "directory":
+            return "fatal", "cannot read file data: Is a directory"
+        if ins.kind == "unreadable":
+            return "skip", f"cannot read file: {ins.error}"
+        elf = ins.elf
+        if elf is None:
+            return self._verify_head(ins.head, ins.error)
+        if system.elf_class and elf.elf_class != system.elf_class:
+            return "skip", f"wrong ELF class: {_class_name(elf.elf_class)}"
+        if elf.byteorder != self._byteorder():
+            return "fatal", f"ELF file data encoding not {self._byteorder()}-endian"
+        if system.machine and elf.machine != system.machine:
+            return "skip", f"wrong machine: e_machine {elf.machine}"
+        if elf.elf_type not in (ET_EXEC, ET_DYN):
+            return "fatal", "only ET_DYN and ET_EXEC can be loaded"
+        return "accept", None
+
+    def _verify_head(self, head: bytes, error: str | None) -> tuple[_Verdict, str | None]:
+        """The header checks on raw bytes, for files read_elf could not parse."""
+        system = self._config.system
+        if len(head) < _EHDR64_SIZE:
+            return "fatal", "file too short"
+        if head[:4] != b"\x7fELF":
+            return "fatal", "invalid ELF header"
+        if system.elf_class and head[4] != system.elf_class:
+            return "skip", f"wrong ELF class: {_class_name(head[4])}"
+        order: Literal["little", "big"] = "little" if head[5] == 1 else "big"
+        if head[5] not in (1, 2) or order != self._byteorder():
+            return "fatal", f"ELF file data encoding not {self._byteorder()}-endian"
+        machine = int.from_bytes(head[18:20], order)
+        if system.machine and machine != system.machine:
+            return "skip", f"wrong machine: e_machine {machine}"
+        return "fatal", error or "malformed ELF file"
+
+    def _byteorder(self) -> str:
+        ins = self._rtld_inspection
+        if ins is None and self._config.system.loader_path:
+            ins = self._rtld_inspection = self._fs.inspect(self._config.system.loader_path)
+        if ins is not None and ins.elf is not None:
+            return ins.elf.byteorder
+        return "little"
+
+    # ----------------------------------------------------------------- path lists (§1.5)
+
+    def _object_list(self, owner: LoadedObject, raw: str, source: Source) -> tuple[SearchDir, ...]:
+        key = (owner.path + "\0" + raw, owner.origin, source)
+        cached = self._lists.get(key)
+        if cached is None:
+            # DT_RPATH/DT_RUNPATH split on ':' only (';' is LD_LIBRARY_PATH's), then expand.
+            cached = self._path_list(raw, source, owner.path, owner.origin, ":")
+            self._lists[key] = cached
+        return cached
+
+    def _llp_list(self, raw: str, main_origin: str | None) -> tuple[SearchDir, ...]:
+        key: tuple[str, str | None, Source] = (raw, main_origin, "ld_library_path")
+        cached = self._lists.get(key)
+        if cached is None:
+            # LD_LIBRARY_PATH is expanded as a whole (with the main program's $ORIGIN) and then
+            # split; a DST without a value empties all of it, which leaves one element: the cwd.
+            system = self._config.system
+            expanded = expand_dst(raw, origin=main_origin, lib=system.lib, platform=system.platform)
+            cached = self._path_list(expanded or "", "ld_library_path", None, main_origin, ":;")
+            self._lists[key] = cached
+        return cached
+
+    def _path_list(
+        self,
+        raw: str,
+        source: Source,
+        owner: str | None,
+        origin: str | None,
+        separators: str,
+        *,
+        expand: bool = True,
+    ) -> tuple[SearchDir, ...]:
+        """glibc's fillin_rpath: empty element = cwd, trailing '/' trimmed, duplicates dropped."""
+        system = self._config.system
+        result: list[SearchDir] = []
+        seen: set[str] = set()
+        elements = re.split(f"[{re.escape(separators)}]", raw)
+        for element in elements:
+            directory = ""
+            if element:
+                value = (
+                    expand_dst(element, origin=origin, lib=system.lib, platform=system.platform)
+                    if expand
+                    else element
+                )
+                if not value:
+                    continue
+                directory = value.rstrip("/") or "/"
+            if directory in seen:
+                continue
+            seen.add(directory)
+            result.append(SearchDir(source, directory, owner, element))
+        return tuple(result)
+
+    def _abs(self, path: str) -> str:
+        if path.startswith("/"):
+            return path
+        if not path:
+            return self._cwd
+        return _join(self._cwd, path)
+
+
+def _class_name(elf_class: int) -> str:
+    return {ELFCLASS32: "ELFCLASS32", ELFCLASS64: "ELFCLASS64"}.get(elf_class, f"class {elf_class}")
