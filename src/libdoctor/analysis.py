@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from libdoctor.checks.files import Digests, check_files, hash_jobs
 from libdoctor.disk import Disk, RealDisk
@@ -12,12 +12,16 @@ from libdoctor.findings import CODES, Finding, Severity
 from libdoctor.model import Environment, build_environment
 from libdoctor.target import Target
 
+if TYPE_CHECKING:
+    from libdoctor.libraries import LoaderContext
+
 
 @dataclass(frozen=True, slots=True)
 class CheckOptions:
     deep: bool = False
     cache_dir: str | None = None  # None: no hash cache
     workers: int | None = None
+    libraries: LoaderContext | None = None  # None: skip the loader checks
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,12 +38,31 @@ class Report:
 ProgressFactory = Callable[[int, int], Callable[[int], None]]
 
 
-def run_checks(env: Environment, disk: Disk, digests: Digests | None = None) -> list[Finding]:
+def run_checks(
+    env: Environment,
+    disk: Disk,
+    digests: Digests | None = None,
+    libraries: LoaderContext | None = None,
+) -> list[Finding]:
     """Every check on a model and a disk view: the real one, or a what-if (``WithoutPaths``).
 
     A plan (``libdoctor plan``) runs this twice, before and after, and reports the difference.
     """
-    return check_files(env, disk, digests)
+    findings = check_files(env, disk, digests)
+    if libraries is not None:
+        from libdoctor.checks.libraries import check_libraries
+        from libdoctor.libraries import analyse
+
+        findings += check_libraries(analyse(env, disk, libraries), disk)
+    return findings
+
+
+def loader_context(environ: Mapping[str, str], cwd: str) -> LoaderContext:
+    """The loader's inputs as the user's next ``python`` would get them."""
+    from libdoctor.libraries import LoaderContext
+    from libdoctor.loadersystem import probe_loader_system
+
+    return LoaderContext(probe_loader_system(), environ.get("LD_LIBRARY_PATH") or None, cwd)
 
 
 def run_check(
@@ -63,7 +86,7 @@ def run_check(
         digests = hash_many(jobs, cache, stats, workers=options.workers, progress=tick)
         cache.save(target.prefix)
         hashing = stats.as_dict()
-    findings = run_checks(env, disk, digests)
+    findings = run_checks(env, disk, digests, options.libraries)
     return Report(
         target=target,
         distributions=len(env.distributions),

@@ -7,6 +7,7 @@ Exit codes are chosen in one place (``commands.common``): 0 clean, 1 findings at
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Sequence
 from importlib import import_module
@@ -38,6 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # A short-lived process that builds ~100k small acyclic objects (one per RECORD row):
+    # the cyclic collector would only re-scan them, for a sixth of the run time.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -54,3 +59,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except BrokenPipeError:
         return EXIT_ERROR
+    finally:
+        if collecting:
+            gc.enable()

@@ -46,6 +46,11 @@ class Disk(Protocol):
 
     def listdir(self, path: str) -> tuple[str, ...]: ...
 
+    @property
+    def removed(self) -> frozenset[str]:
+        """Paths this view pretends are gone (empty for the real disk)."""
+        ...
+
 
 class RealDisk:
     """Reads the file system; never writes. Results are memoised for one run."""
@@ -75,6 +80,10 @@ class RealDisk:
         self._stats[path] = state
         return state
 
+    @property
+    def removed(self) -> frozenset[str]:
+        return frozenset()
+
     def listdir(self, path: str) -> tuple[str, ...]:
         cached = self._listings.get(path)
         if cached is not None:
@@ -93,6 +102,10 @@ class WithoutPaths:
     def __init__(self, base: Disk, removed: Iterable[str]) -> None:
         self._base = base
         self._removed = frozenset(removed)
+
+    @property
+    def removed(self) -> frozenset[str]:
+        return self._removed | self._base.removed
 
     def stat(self, path: str) -> FileState:
         return MISSING if path in self._removed else self._base.stat(path)

@@ -561,16 +561,36 @@ def _altered_findings(
 # --- untracked-library ------------------------------------------------------------------
 
 
-def check_untracked(env: Environment, disk: Disk) -> list[Finding]:
+def untracked_scan_dirs(env: Environment) -> list[str]:
+    """Where a stray library can do harm, and so where we look for one.
+
+    Directories holding a claimed shared library (what RPATHs and the loader search:
+    ``torch/lib``, ``nvidia/cudnn/lib``), and each top-level package directory (where a
+    leftover extension module shadows the ``.py`` module beside it). Listing every one of
+    a torch env's 2,000 package directories would cost a tenth of the whole check.
+    """
     site_roots = {site.path for site in env.target.site_dirs}
-    directories = {path.rpartition(os.sep)[0] for path in env.claims}
-    candidates = sorted(
+    found: set[str] = set()
+    directories: set[str] = set()
+    for path in env.claims:
+        directory, _, name = path.rpartition(os.sep)
+        directories.add(directory)
+        if ".so" in name and directory not in site_roots and is_native(name):
+            found.add(directory)
+    for directory in directories:
+        for root in site_roots:
+            if directory.startswith(root + os.sep):
+                found.add(root + os.sep + directory[len(root) + 1 :].split(os.sep, 1)[0])
+                break
+    return sorted(
         d
-        for d in directories
-        if d not in site_roots
-        and not d.endswith((".dist-info", ".egg-info", f"{os.sep}__pycache__"))
-        and any(is_inside(d, root) for root in site_roots)
+        for d in found
+        if not d.endswith((".dist-info", ".egg-info", ".data", f"{os.sep}__pycache__"))
     )
+
+
+def check_untracked(env: Environment, disk: Disk) -> list[Finding]:
+    candidates = untracked_scan_dirs(env)
     found: dict[str, list[str]] = {}
     for directory in candidates:
         for name in disk.listdir(directory):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +30,9 @@ def register(sub: Any) -> None:
         "--no-cache", action="store_true", help="neither read nor write the hash cache"
     )
     check.add_argument("--workers", type=int, metavar="N", help="hashing threads (default: cores)")
+    check.add_argument(
+        "--no-libraries", action="store_true", help="skip the native library (loader) checks"
+    )
     check.set_defaults(func=run)
 
 
@@ -74,12 +78,17 @@ def progress_factory(enabled: bool) -> Callable[[int, int], Callable[[int], None
 
 
 def run(args: argparse.Namespace) -> int:
-    from libdoctor.analysis import CheckOptions, filter_findings, run_check
+    from libdoctor.analysis import CheckOptions, filter_findings, loader_context, run_check
     from libdoctor.hashing import default_cache_dir
 
     target = common.discover_target(args)
     cache_dir = None if args.no_cache else (args.cache_dir or default_cache_dir())
-    options = CheckOptions(deep=args.deep, cache_dir=cache_dir, workers=args.workers)
+    options = CheckOptions(
+        deep=args.deep,
+        cache_dir=cache_dir,
+        workers=args.workers,
+        libraries=None if args.no_libraries else loader_context(os.environ, os.getcwd()),
+    )
     progress = progress_factory(args.deep and sys.stderr.isatty() and not args.json)
     report = run_check(target, options, progress=progress)
     shown = filter_findings(report.findings, args.select, args.ignore, args.all)

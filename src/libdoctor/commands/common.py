@@ -18,7 +18,6 @@ EXIT_FINDINGS = 1
 EXIT_ERROR = 2
 
 
-
 def codes(text: str) -> frozenset[str]:
     found = frozenset(c.strip() for c in text.split(",") if c.strip())
     unknown = sorted(found - set(CODES))

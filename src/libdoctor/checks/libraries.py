@@ -1,0 +1,411 @@
+"""Loader truth as findings: elf-invalid, unresolved-library, driver-library-absent,
+optional-library-missing, shadowed-library.
+
+Every answer is joined to the package that owns the file: who needs the library, where the
+loader looked, and which installed distribution ships (or shipped) a file by that name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from libdoctor.disk import Disk
+from libdoctor.distributions import Distribution, canonicalize_name
+from libdoctor.findings import DistRef, Finding, Fix, Severity
+from libdoctor.fixes import reinstall_argv, steps_fix
+from libdoctor.libraries import LibraryAnalysis, module_name
+from libdoctor.loader import Closure, LoadedObject, Resolution, expand_dst
+from libdoctor.model import Environment, is_inside
+from libdoctor.paths import display
+
+# Libraries the NVIDIA driver installs on the host; pip never provides them.
+DRIVER_LIBRARY = re.compile(
+    r"^lib(cuda|nvidia-[\w.+-]+|nvcuvid|nvoptix|cudadebugger|nvidia)\.so(\.[0-9.]+)?$"
+)
+
+
+def is_driver_library(name: str) -> bool:
+    return DRIVER_LIBRARY.match(os.path.basename(name)) is not None
+
+
+def _norm(path: str) -> str:
+    return os.path.normpath(path)
+
+
+def owner_refs(env: Environment, path: str | None) -> list[dict[str, str]]:
+    if path is None:
+        return []
+    return [{"name": d.name, "version": d.version} for d in env.owners(_norm(path))]
+
+
+def _owner_text(env: Environment, path: str) -> str:
+    owners = env.owners(_norm(path))
+    return ", ".join(d.display for d in owners) if owners else "no distribution"
+
+
+def searched_dirs(res: Resolution) -> list[dict[str, Any]]:
+    return [
+        {
+            "directory": display(s.directory or "(current directory)"),
+            "source": s.source,
+            **({"owner": display(s.owner)} if s.owner else {}),
+        }
+        for s in res.searched
+    ]
+
+
+@dataclass(slots=True)
+class _Gap:
+    """One library name that could not be loaded, everywhere it was asked for."""
+
+    name: str
+    requests: list[tuple[Closure, Resolution]] = field(default_factory=list)
+
+    @property
+    def requesters(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for _, res in self.requests:
+            seen.setdefault(res.requester or "", None)
+        return [r for r in seen if r]
+
+
+def _dependencies(env: Environment) -> dict[str, set[str]]:
+    """distribution key -> keys of everything it requires, transitively (markers evaluated)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    direct: dict[str, set[str]] = defaultdict(set)
+    for dist in env.distributions:
+        for text in dist.requires_dist:
+            try:
+                req = Requirement(text)
+                if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                    continue
+            except (InvalidRequirement, ValueError, KeyError):
+                continue
+            direct[dist.key].add(canonicalize_name(req.name))
+    closure: dict[str, set[str]] = {}
+    for key in {d.key for d in env.distributions}:
+        seen: set[str] = set()
+        todo = [key]
+        while todo:
+            for dep in direct.get(todo.pop(), ()):
+                if dep not in seen:
+                    seen.add(dep)
+                    todo.append(dep)
+        closure[key] = seen
+    return closure
+
+
+def _provided_in_context(analysis: LibraryAnalysis) -> dict[str, dict[str, str]]:
+    """soname/name -> {distribution key of the importing module -> path}, over all modules.
+
+    A module is imported after the packages it depends on: their libraries are then already
+    in the process and satisfy its needs by SONAME (LOADER_SPEC §1.0).
+    """
+    provided: dict[str, dict[str, str]] = defaultdict(dict)
+    for closure in analysis.modules:
+        key = analysis.module_dists.get(closure.root)
+        if key is None or closure.root_error:
+            continue
+        for obj in closure.loaded:
+            for name in {obj.soname, obj.request, os.path.basename(obj.path)}:
+                if name:
+                    provided[name].setdefault(key, obj.path)
+    return provided
+
+
+def check_libraries(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
+    env = analysis.env
+    findings = _elf_invalid(analysis)
+    failed = [
+        (closure, res)
+        for closure in analysis.modules
+        for res in closure.resolutions
+        if res.status != "found" and res.kind == "needed"
+    ]
+    needed: dict[str, _Gap] = {}
+    optional: dict[str, _Gap] = {}
+    if failed:  # the import context is worth computing only when something failed alone
+        deps = _dependencies(env)
+        provided = _provided_in_context(analysis)
+        for closure, res in failed:
+            key = analysis.module_dists.get(closure.root, "")
+            context = {key} | deps.get(key, set())
+            if any(k in context for k in provided.get(res.name, {})):
+                continue  # loaded by an import that must come first
+            needed.setdefault(res.name, _Gap(res.name)).requests.append((closure, res))
+    for closure in analysis.optional:
+        for res in closure.resolutions:
+            if res.status != "found" and res.kind == "needed" and res.name not in needed:
+                optional.setdefault(res.name, _Gap(res.name)).requests.append((closure, res))
+    names_index = _basename_index(env) if (needed or optional) else {}
+    for name, gap in sorted(needed.items()):
+        if is_driver_library(name):
+            findings.append(_driver_finding(env, gap, optional=False))
+        else:
+            findings.append(_unresolved_finding(analysis, disk, gap, names_index))
+    for name, gap in sorted(optional.items()):
+        if is_driver_library(name):
+            findings.append(_driver_finding(env, gap, optional=True))
+        else:
+            findings.append(_optional_finding(env, gap, names_index))
+    findings += _shadowed(analysis, disk)
+    return findings
+
+
+# --- elf-invalid ------------------------------------------------------------------------
+
+
+def _elf_invalid(analysis: LibraryAnalysis) -> list[Finding]:
+    env = analysis.env
+    needed_paths = {
+        _norm(res.found_path)
+        for closure in analysis.modules
+        for res in closure.resolutions
+        if res.status == "error" and res.found_path
+    }
+    modules = {c.root for c in analysis.modules}
+    findings = []
+    for path, reason in analysis.invalid:
+        owners = env.owners(path)
+        loaded = path in modules or path in needed_paths
+        findings.append(
+            Finding(
+                code="elf-invalid",
+                severity=Severity.ERROR if loaded else Severity.WARNING,
+                message=(
+                    f"{display(path)} is not a valid ELF object ({reason})"
+                    + ("; loading it fails." if loaded else ".")
+                ),
+                distribution=DistRef(owners[0].name, owners[0].version) if owners else None,
+                paths=(path,),
+                evidence={"reason": reason, "owners": owner_refs(env, path)},
+                fix=_reinstall(env, owners),
+            )
+        )
+    return findings
+
+
+def _reinstall(env: Environment, dists: Sequence[Distribution]) -> Fix | None:
+    usable = [d for d in dict.fromkeys(dists) if not d.external]
+    if not usable:
+        return None
+    return steps_fix(*(reinstall_argv(d, env.target) for d in usable))
+
+
+# --- unresolved-library -----------------------------------------------------------------
+
+
+def _basename_index(env: Environment) -> dict[str, list[str]]:
+    index: dict[str, list[str]] = defaultdict(list)
+    for path in env.claims:
+        index[path.rpartition(os.sep)[2]].append(path)
+    return index
+
+
+def _candidates(
+    env: Environment, disk: Disk, name: str, index: Mapping[str, list[str]]
+) -> list[dict[str, Any]]:
+    """Every installed distribution whose RECORD names a file called NAME, present or not."""
+    found = []
+    for path in index.get(os.path.basename(name), ()):
+        state = disk.stat(path)
+        for claim in env.claims[path]:
+            found.append(
+                {
+                    "name": claim.dist.name,
+                    "version": claim.dist.version,
+                    "path": path,
+                    "present": state.exists and not state.error,
+                    "_dist": claim.dist,
+                }
+            )
+    return found
+
+
+def _unresolved_finding(
+    analysis: LibraryAnalysis, disk: Disk, gap: _Gap, index: Mapping[str, list[str]]
+) -> Finding:
+    env = analysis.env
+    sites = env.target.site_packages
+    roots = sorted({c.root for c, _ in gap.requests})
+    modules = [module_name(r, sites) for r in roots]
+    first_closure, first = gap.requests[0]
+    requester = first.requester or first_closure.root
+    candidates = _candidates(env, disk, gap.name, index)
+    searched = {_norm(s.directory) for _, r in gap.requests for s in r.searched}
+    lost = [c for c in candidates if not c["present"]]
+    on_path_lost = [c for c in lost if _norm(os.path.dirname(c["path"])) in searched] or lost
+    message = (
+        f"{gap.name}, needed by {display(requester)} ({_owner_text(env, requester)}), "
+        f"cannot be found"
+    )
+    if first.status == "error":
+        message += f" ({first.reason})"
+    message += f": import {modules[0]} fails"
+    if len(modules) > 1:
+        message += f" (and {len(modules) - 1} more module(s))"
+    message += "."
+    fix: Fix | None = None
+    if on_path_lost:
+        dists = [c["_dist"] for c in on_path_lost]
+        names = ", ".join(sorted({d.display for d in dists}))
+        message += f" {names} lists it in RECORD but the file is gone; reinstalling brings it back."
+        fix = _reinstall(env, dists)
+    elif candidates:
+        where = ", ".join(display(c["path"]) for c in candidates[:3])
+        message += (
+            f" The environment has it at {where}, which is not on the search path of "
+            f"{display(os.path.basename(requester))}."
+        )
+    else:
+        message += " No installed distribution ships a file by that name."
+    requests = [
+        {
+            "requester": display(res.requester or closure.root),
+            "requester_owner": owner_refs(env, res.requester or closure.root),
+            "module": module_name(closure.root, sites),
+            "status": res.status,
+            "reason": res.reason,
+            "searched": searched_dirs(res),
+        }
+        for closure, res in _one_per_requester(gap.requests)
+    ]
+    return Finding(
+        code="unresolved-library",
+        severity=Severity.ERROR,
+        message=message,
+        distribution=_first_owner(env, requester),
+        paths=tuple(dict.fromkeys([requester, *gap.requesters])),
+        evidence={
+            "library": gap.name,
+            "modules": modules,
+            "requests": requests,
+            "shipped_by": [{k: v for k, v in c.items() if k != "_dist"} for c in candidates],
+        },
+        fix=fix,
+    )
+
+
+def _one_per_requester(
+    requests: Iterable[tuple[Closure, Resolution]],
+) -> list[tuple[Closure, Resolution]]:
+    seen: set[str | None] = set()
+    out = []
+    for closure, res in requests:
+        if res.requester not in seen:
+            seen.add(res.requester)
+            out.append((closure, res))
+    return out
+
+
+def _first_owner(env: Environment, path: str) -> DistRef | None:
+    owners = env.owners(_norm(path))
+    return DistRef(owners[0].name, owners[0].version) if owners else None
+
+
+def _driver_finding(env: Environment, gap: _Gap, *, optional: bool) -> Finding:
+    requesters = gap.requesters
+    return Finding(
+        code="driver-library-absent",
+        severity=Severity.INFO,
+        message=(
+            f"{gap.name} comes with the NVIDIA driver, not from pip, and is not installed on "
+            f"this machine; {display(os.path.basename(requesters[0]))}"
+            + (f" and {len(requesters) - 1} more" if len(requesters) > 1 else "")
+            + (" load it only when a GPU is used." if not optional else " (loaded on demand).")
+        ),
+        paths=tuple(requesters),
+        evidence={
+            "library": gap.name,
+            "needed_by": [{"path": display(r), "owners": owner_refs(env, r)} for r in requesters],
+        },
+    )
+
+
+def _optional_finding(env: Environment, gap: _Gap, index: Mapping[str, list[str]]) -> Finding:
+    requesters = gap.requesters
+    return Finding(
+        code="optional-library-missing",
+        severity=Severity.INFO,
+        message=(
+            f"{gap.name} is not found for {display(os.path.basename(requesters[0]))}"
+            + (f" and {len(requesters) - 1} more" if len(requesters) > 1 else "")
+            + ", which no extension module loads (a plugin loaded on demand, if ever)."
+        ),
+        paths=tuple(requesters),
+        evidence={
+            "library": gap.name,
+            "needed_by": [{"path": display(r), "owners": owner_refs(env, r)} for r in requesters],
+            "shipped_at": [display(p) for p in index.get(gap.name, ())],
+        },
+    )
+
+
+# --- shadowed-library -------------------------------------------------------------------
+
+
+def _shadowed(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
+    """Found outside the env (LD_LIBRARY_PATH, cache, system dir) while the requester's own
+    RUNPATH/RPATH, searched later or not at all, leads to the env's own copy."""
+    env = analysis.env
+    prefix = env.target.prefix
+    system = analysis.loader.config.system
+    findings: dict[tuple[str, str], Finding] = {}
+    for closure in analysis.modules:
+        objects = {o.path: o for o in closure.loaded}
+        for res in closure.resolutions:
+            if res.status != "found" or res.via not in ("ld_library_path", "cache", "default"):
+                continue
+            if res.path is None or is_inside(_norm(res.path), prefix) or res.requester is None:
+                continue
+            requester = objects.get(res.requester)
+            if requester is None:
+                continue
+            own = _own_copy(requester, res.name, disk, prefix, system.lib, system.platform)
+            if own is None or (res.requester, res.name) in findings:
+                continue
+            findings[(res.requester, res.name)] = Finding(
+                code="shadowed-library",
+                severity=Severity.WARNING,
+                message=(
+                    f"{res.name} for {display(os.path.basename(res.requester))} resolves to "
+                    f"{display(res.path)} (via {res.via.replace('_', ' ')}) although the "
+                    f"environment ships its own at {display(own)} ({_owner_text(env, own)})"
+                    + (
+                        ": unset LD_LIBRARY_PATH or drop that directory from it."
+                        if res.via == "ld_library_path"
+                        else "."
+                    )
+                ),
+                distribution=_first_owner(env, res.requester),
+                paths=(res.requester, res.path, own),
+                evidence={
+                    "library": res.name,
+                    "resolved": display(res.path),
+                    "via": res.via,
+                    "own_copy": display(own),
+                    "own_copy_owners": owner_refs(env, own),
+                    "searched": searched_dirs(res),
+                },
+            )
+    return list(findings.values())
+
+
+def _own_copy(
+    requester: LoadedObject, name: str, disk: Disk, prefix: str, lib: str, platform: str | None
+) -> str | None:
+    raw = requester.elf.runpath or requester.elf.rpath or ""
+    for element in raw.split(":"):
+        directory = expand_dst(element, origin=requester.origin, lib=lib, platform=platform)
+        if not directory:
+            continue
+        candidate = _norm(os.path.join(directory, name))
+        if is_inside(candidate, prefix) and disk.stat(candidate).is_file:
+            return candidate
+    return None
