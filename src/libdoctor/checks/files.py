@@ -17,7 +17,7 @@ from libdoctor.disk import Disk, FileState
 from libdoctor.distributions import Distribution
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.fixes import reinstall_argv, reinstall_fix, steps_fix, uninstall_argv
-from libdoctor.model import Claim, Environment, is_inside
+from libdoctor.model import Claim, Environment
 from libdoctor.paths import display, is_bytecode, is_native
 
 if TYPE_CHECKING:
