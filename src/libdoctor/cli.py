@@ -18,7 +18,7 @@ from libdoctor.commands.common import EXIT_ERROR
 from libdoctor.errors import LibdoctorError
 
 # Subcommand modules under libdoctor.commands, in the order --help lists them.
-COMMANDS = ("check",)
+COMMANDS = ("check", "why", "tree")
 
 
 class _Parser(argparse.ArgumentParser):
