@@ -1,0 +1,289 @@
+"""Loader truth end to end: real wheels carrying gcc-built libraries, installed by real pip.
+
+A "torch-like" extension module finds ``libcudnn.so.9`` through its RPATH in a directory
+another wheel owns, the way torch finds nvidia-cudnn. Then the states users hit are made
+for real, and ``check``, ``why`` and ``tree`` are read back.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.cc import compile_lib, require_gcc
+from support.venvs import Libdoctor, LibdoctorRun, Venv, VenvFactory, pip_install
+from support.wheels import WheelFactory, extension_suffix
+
+Doc = dict[str, Any]
+EXT = extension_suffix()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    require_gcc()
+    return tmp_path_factory.mktemp("libs")
+
+
+def so(built: Path, name: str, **kwargs: Any) -> bytes:
+    directory = built / name.replace("/", "_")
+    directory.mkdir(exist_ok=True)
+    return compile_lib(directory, os.path.basename(name), **kwargs).read_bytes()
+
+
+def findings(run: LibdoctorRun, code: str | None = None) -> list[Doc]:
+    doc = run.json()
+    return [f for f in doc["findings"] if code is None or f["code"] == code]
+
+
+def install(venv: Venv, *wheels: Path) -> None:
+    pip_install(venv, *wheels)
+
+
+@pytest.fixture
+def seed(
+    built: Path, new_venv: VenvFactory, make_wheel: WheelFactory
+) -> tuple[Venv, Mapping[str, Path]]:
+    """cudnn-a owns nvidia/cudnn/lib/libcudnn.so.9; torchy's extension finds it by RPATH."""
+    venv = new_venv("seed")
+    cudnn = make_wheel(
+        "cudnn-a",
+        "9.1",
+        {"nvidia/cudnn/lib/libcudnn.so.9": so(built, "a/libcudnn.so.9", soname="libcudnn.so.9")},
+    )
+    module = so(
+        built,
+        f"torchy/_C{EXT}",
+        needed=["libcudnn.so.9"],
+        rpath="$ORIGIN/../nvidia/cudnn/lib",
+    )
+    torchy = make_wheel(
+        "torchy",
+        "2.0",
+        {"torchy/__init__.py": b"", f"torchy/_C{EXT}": module},
+        requires=["cudnn-a==9.1"],
+    )
+    install(venv, cudnn, torchy)
+    return venv, {
+        "lib": venv.site_packages / "nvidia/cudnn/lib/libcudnn.so.9",
+        "module": venv.site_packages / f"torchy/_C{EXT}",
+    }
+
+
+def test_healthy_env_has_no_library_findings(
+    seed: tuple[Venv, Mapping[str, Path]], libdoctor: Libdoctor
+) -> None:
+    venv, _ = seed
+    run = libdoctor.check(venv.path, "--json", "--all")
+    assert run.rc == 0, run.describe()
+    assert findings(run) == []
+
+
+def test_deleted_library_is_unresolved_and_names_owner_and_fix(
+    seed: tuple[Venv, Mapping[str, Path]], libdoctor: Libdoctor
+) -> None:
+    venv, paths = seed
+    paths["lib"].unlink()
+    run = libdoctor.check(venv.path, "--json")
+    assert run.rc == 1
+    (unresolved,) = findings(run, "unresolved-library")
+    assert unresolved["severity"] == "error"
+    assert unresolved["distribution"] == {"name": "torchy", "version": "2.0"}
+    assert str(paths["module"]) in unresolved["paths"]
+    evidence = unresolved["evidence"]
+    assert evidence["library"] == "libcudnn.so.9"
+    assert evidence["modules"] == ["torchy._C"]
+    (request,) = evidence["requests"]
+    assert request["requester_owner"] == [{"name": "torchy", "version": "2.0"}]
+    tried = [(s["source"], os.path.normpath(s["directory"])) for s in request["searched"]]
+    assert tried[0] == ("rpath", str(paths["lib"].parent))
+    assert [s for s, _ in tried[1:]] and all(s == "default" for s, _ in tried[1:])
+    assert evidence["shipped_by"] == [
+        {"name": "cudnn-a", "version": "9.1", "path": str(paths["lib"]), "present": False}
+    ]
+    assert unresolved["fix"]["argv"][-1] == "cudnn-a==9.1"
+    assert "--force-reinstall" in unresolved["fix"]["argv"]
+    assert {f["code"] for f in findings(run)} == {"unresolved-library", "missing-files"}
+
+
+def test_why_walks_the_search_and_tree_shows_owners(
+    seed: tuple[Venv, Mapping[str, Path]], libdoctor: Libdoctor
+) -> None:
+    venv, paths = seed
+    why = libdoctor("why", "libcudnn.so.9", venv.path)
+    assert why.rc == 0, why.describe()
+    assert "found: " + str(paths["lib"].parent / "..") not in why.stdout
+    assert "rpath of torchy/_C" in why.stdout and "(cudnn-a 9.1)" in why.stdout
+    tree = libdoctor("tree", "torchy._C", venv.path, "--json")
+    assert tree.rc == 0, tree.describe()
+    doc = tree.json()
+    assert doc["root"] == str(paths["module"])
+    (entry,) = [lib for lib in doc["libraries"] if lib["name"] == "libcudnn.so.9"]
+    assert os.path.normpath(entry["path"]) == str(paths["lib"])
+    assert entry["via"] == "rpath"
+    assert entry["owner"] == [{"name": "cudnn-a", "version": "9.1"}]
+    assert entry["needed_by"] == str(paths["module"])
+    text = libdoctor("tree", str(paths["module"]), venv.path)
+    assert "libcudnn.so.9 => nvidia/cudnn/lib/libcudnn.so.9" in text.stdout
+    assert "(cudnn-a 9.1)" in text.stdout
+
+    paths["lib"].unlink()
+    why = libdoctor("why", "libcudnn.so.9", venv.path, "--json")
+    assert why.rc == 1
+    doc = why.json()
+    (request,) = doc["requests"]
+    assert request["status"] == "not_found"
+    assert doc["shipped_by"][0]["present"] is False
+    assert [f["code"] for f in doc["findings"]] == ["unresolved-library"]
+    assert "NOT FOUND" in libdoctor("tree", "torchy._C", venv.path).stdout
+
+
+def test_driver_library_is_info_not_error(
+    built: Path, new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor
+) -> None:
+    venv = new_venv("driver")
+    module = so(built, f"gpu/_C{EXT}", needed=["libcuda.so.1"])
+    install(venv, make_wheel("gpu", "1.0", {"gpu/__init__.py": b"", f"gpu/_C{EXT}": module}))
+    run = libdoctor.check(venv.path, "--json")
+    assert run.rc == 0, run.describe()
+    (driver,) = findings(run, "driver-library-absent")
+    assert driver["severity"] == "info"
+    assert driver["evidence"]["library"] == "libcuda.so.1"
+
+
+def test_plugins_nothing_loads_are_optional_and_hidden(
+    built: Path, new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor
+) -> None:
+    venv = new_venv("optional")
+    plugin = so(built, "plug/lib/libtransport_mpi.so.3", needed=["libmpi.so.40"])
+    # A plain ``x.so`` without PyInit_x is a library, not a module: never imported.
+    plain = so(built, "plug/lib/libplugin.so", needed=["libucx.so.0"])
+    install(
+        venv,
+        make_wheel(
+            "plug",
+            "1.0",
+            {
+                "plug/__init__.py": b"",
+                "plug/lib/libtransport_mpi.so.3": plugin,
+                "plug/lib/libplugin.so": plain,
+            },
+        ),
+    )
+    run = libdoctor.check(venv.path, "--json")
+    assert run.rc == 0, run.describe()
+    assert findings(run) == []
+    shown = findings(libdoctor.check(venv.path, "--json", "--all"), "optional-library-missing")
+    assert sorted(f["evidence"]["library"] for f in shown) == ["libmpi.so.40", "libucx.so.0"]
+    assert all(f["severity"] == "info" for f in shown)
+
+
+def test_library_loaded_by_a_dependency_first_is_found_in_context(
+    built: Path, new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor
+) -> None:
+    """vision's module needs libcore.so with no RPATH to it: it works because ``import
+    vision`` imports core first, whose module loads libcore.so. Only a declared dependency
+    counts."""
+    core_lib = so(built, "core/lib/libcore.so", soname="libcore.so")
+    core_mod = so(built, f"core/_C{EXT}", needed=["libcore.so"], rpath="$ORIGIN/lib")
+    vision_mod = so(built, f"vision/_C{EXT}", needed=["libcore.so"])
+    core = make_wheel(
+        "core",
+        "1.0",
+        {
+            "core/__init__.py": b"",
+            "core/lib/libcore.so": core_lib,
+            f"core/_C{EXT}": core_mod,
+        },
+    )
+    files = {"vision/__init__.py": b"", f"vision/_C{EXT}": vision_mod}
+    ok = new_venv("context-ok")
+    install(ok, core, make_wheel("vision", "1.0", files, requires=["core"]))
+    assert findings(libdoctor.check(ok.path, "--json"), "unresolved-library") == []
+    bad = new_venv("context-bad")
+    install(bad, core, make_wheel("vision", "2.0", files))
+    (unresolved,) = findings(libdoctor.check(bad.path, "--json"), "unresolved-library")
+    assert unresolved["evidence"]["modules"] == ["vision._C"]
+    assert "not on the search path" in unresolved["message"]
+
+
+@pytest.mark.parametrize(("dtag", "shadowed"), [("runpath", True), ("rpath", False)])
+def test_ld_library_path_shadows_runpath_but_not_rpath(
+    built: Path,
+    new_venv: VenvFactory,
+    make_wheel: WheelFactory,
+    libdoctor: Libdoctor,
+    tmp_path: Path,
+    dtag: str,
+    shadowed: bool,
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "libfoo.so.1").write_bytes(so(built, "out/libfoo.so.1", soname="libfoo.so.1"))
+    own = so(built, "own/libfoo.so.1", soname="libfoo.so.1")
+    module = so(built, f"sh_{dtag}/_C{EXT}", needed=["libfoo.so.1"], **{dtag: "$ORIGIN/lib"})
+    venv = new_venv(f"shadow-{dtag}")
+    pkg = f"sh_{dtag}"
+    install(
+        venv,
+        make_wheel(
+            pkg,
+            "1.0",
+            {
+                f"{pkg}/__init__.py": b"",
+                f"{pkg}/_C{EXT}": module,
+                f"{pkg}/lib/libfoo.so.1": own,
+            },
+        ),
+    )
+    run = libdoctor.check(venv.path, "--json", env={"LD_LIBRARY_PATH": str(outside)})
+    found = findings(run, "shadowed-library")
+    if not shadowed:
+        assert found == []
+        return
+    (finding,) = found
+    assert finding["severity"] == "warning"
+    assert finding["evidence"]["via"] == "ld_library_path"
+    assert finding["evidence"]["resolved"] == str(outside / "libfoo.so.1")
+    assert os.path.normpath(finding["evidence"]["own_copy"]) == str(
+        venv.site_packages / pkg / "lib/libfoo.so.1"
+    )
+    assert finding["evidence"]["own_copy_owners"] == [{"name": pkg, "version": "1.0"}]
+
+
+def test_truncated_files_are_elf_invalid(
+    built: Path, new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor
+) -> None:
+    module = so(built, f"bad/_C{EXT}", needed=[])
+    venv = new_venv("elf")
+    install(
+        venv,
+        make_wheel(
+            "bad",
+            "1.0",
+            {
+                "bad/__init__.py": b"",
+                f"bad/_C{EXT}": module[:200],
+                "bad/lib/libx.so.1": b"not elf",
+            },
+        ),
+    )
+    run = libdoctor.check(venv.path, "--json")
+    invalid = {os.path.basename(f["paths"][0]): f for f in findings(run, "elf-invalid")}
+    assert set(invalid) == {f"_C{EXT}", "libx.so.1"}
+    assert invalid[f"_C{EXT}"]["severity"] == "error"
+    assert invalid["libx.so.1"]["severity"] == "warning"
+    assert invalid["libx.so.1"]["evidence"]["reason"] == "not an ELF file"
+    assert "Traceback" not in run.stderr
+
+
+def test_no_libraries_option_skips_the_loader(
+    seed: tuple[Venv, Mapping[str, Path]], libdoctor: Libdoctor
+) -> None:
+    venv, paths = seed
+    paths["lib"].unlink()
+    codes = {f["code"] for f in findings(libdoctor.check(venv.path, "--json", "--no-libraries"))}
+    assert codes == {"missing-files"}
