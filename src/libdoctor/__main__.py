@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import sys
+from libdoctor.cli import console_main
 
-from libdoctor.cli import main
-
-sys.exit(main())
+console_main()

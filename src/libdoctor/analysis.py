@@ -10,6 +10,7 @@ from libdoctor.checks.files import Digests, check_files, hash_jobs
 from libdoctor.disk import Disk, RealDisk
 from libdoctor.findings import CODES, Finding, Severity
 from libdoctor.model import Environment, build_environment
+from libdoctor.paths import is_bytecode
 from libdoctor.target import Target
 
 if TYPE_CHECKING:
@@ -73,7 +74,9 @@ def run_check(
     disk: Disk | None = None,
 ) -> Report:
     env = build_environment(target)
-    disk = disk or RealDisk()
+    if disk is None:
+        disk = RealDisk()
+        disk.prefetch(path for path in env.claims if not is_bytecode(path))
     hashing: dict[str, int] | None = None
     digests = None
     if options.deep:

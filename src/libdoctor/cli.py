@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 from collections.abc import Sequence
 from importlib import import_module
@@ -36,6 +37,21 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMANDS:
         import_module(f"libdoctor.commands.{name}").register(sub)
     return parser
+
+
+def console_main() -> None:
+    """The console script: ``main()``, then leave without tearing down the heap.
+
+    A check holds ~100k small objects; freeing them one by one at interpreter exit costs a
+    tenth of the run. Output is flushed first, so nothing is lost.
+    """
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        code = EXIT_ERROR
+    os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,14 +7,9 @@ reading a byte. It lives in the user's cache dir, never inside the target.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +64,9 @@ class HashCache:
     def load(cls, cache_dir: str | None, prefix: str) -> HashCache:
         if cache_dir is None:
             return cls(None)
+        import hashlib
+        import json
+
         key = hashlib.sha256(os.fsencode(prefix)).hexdigest()[:24]
         file = os.path.join(cache_dir, "hashes", f"{key}.json")
         try:
@@ -107,6 +105,10 @@ class HashCache:
     def save(self, prefix: str) -> None:
         if self.file is None or not self.dirty:
             return
+        import contextlib
+        import json
+        import tempfile
+
         directory = os.path.dirname(self.file)
         try:
             os.makedirs(directory, exist_ok=True)
@@ -123,6 +125,8 @@ class HashCache:
 
 
 def hash_file(path: str, algorithm: str) -> bytes:
+    import hashlib
+
     digest = hashlib.new(algorithm)
     with open(path, "rb", buffering=0) as handle:
         buffer = bytearray(_CHUNK)
@@ -169,6 +173,8 @@ def hash_many(
             return job, hash_file(job.path, job.algorithm)
         except OSError as exc:
             return job, exc.strerror or str(exc)
+
+    from concurrent.futures import ThreadPoolExecutor
 
     n = workers or os.cpu_count() or 1
     with ThreadPoolExecutor(max_workers=n) as pool:

@@ -79,22 +79,23 @@ class LibraryAnalysis:
     modules: tuple[Closure, ...]  # one per extension module, sorted by path
     optional: tuple[Closure, ...]  # libraries no extension module loads, each dlopen'ed alone
     invalid: tuple[tuple[str, str], ...]  # (path, reason): native files that are not valid ELF
+    natives: tuple[str, ...]  # every claimed shared object under the site dirs, present or not
     module_dists: Mapping[str, str]  # extension module path -> owning distribution key
 
     def closures(self) -> tuple[Closure, ...]:
         return self.modules + self.optional
 
 
-def native_files(env: Environment, disk: Disk) -> list[str]:
-    """Shared objects the environment's RECORDs claim under its site dirs, present on disk."""
+def native_claims(env: Environment) -> list[str]:
+    """Shared objects the environment's RECORDs claim under its site dirs (present or not)."""
     roots = [site.path for site in env.target.site_dirs]
-    found = []
-    for path in env.claims:
-        if (path.endswith(".so") or ".so." in path.rpartition(os.sep)[2]) and is_native(path):
-            state = disk.stat(path)
-            if state.is_file and any(is_inside(path, root) for root in roots):
-                found.append(path)
-    return sorted(found)
+    return sorted(
+        path
+        for path in env.claims
+        if ".so" in path  # cheap filter before the exact test: 22k paths
+        and is_native(path)
+        and any(is_inside(path, root) for root in roots)
+    )
 
 
 def analyse(env: Environment, disk: Disk, context: LoaderContext) -> LibraryAnalysis:
@@ -104,7 +105,8 @@ def analyse(env: Environment, disk: Disk, context: LoaderContext) -> LibraryAnal
     loader = Loader(SearchConfig(context.system, context.ld_library_path, context.cwd), fs=fs)
     python = env.target.python or sys.executable
     process = loader.start_interpreter(python)
-    natives = native_files(env, disk)
+    claimed = native_claims(env)
+    natives = [path for path in claimed if disk.stat(path).is_file]
     modules = [p for p in natives if is_python_extension(p)]
     module_closures = tuple(loader.import_extensions(process, modules))
     reached: set[FileId] = {o.file_id for o in process.objects if o.file_id is not None}
@@ -137,6 +139,7 @@ def analyse(env: Environment, disk: Disk, context: LoaderContext) -> LibraryAnal
         modules=module_closures,
         optional=optional,
         invalid=tuple(invalid),
+        natives=tuple(claimed),
         module_dists=module_dists,
     )
 

@@ -83,6 +83,7 @@ def build_environment(
     claims: dict[str, list[Claim]] = {}
     by_dist: dict[str, tuple[Claim, ...]] = {}
     escaping: list[EscapingPath] = []
+    new = tuple.__new__  # Claim(...) without the Python-level __new__ frame: 22k calls
     for dist in dists:
         if dist.record is None:
             continue
@@ -97,7 +98,7 @@ def build_environment(
                 if not is_inside(path, prefix):
                     escaping.append(EscapingPath(dist, entry, path))
                     continue
-            claim = Claim(dist, entry, path)
+            claim = new(Claim, (dist, entry, path))
             own.append(claim)
             known = claims.get(path)
             if known is None:

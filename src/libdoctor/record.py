@@ -119,6 +119,7 @@ def parse_record(data: bytes) -> ParsedRecord:
     entries: list[RecordEntry] = []
     problems: list[RecordProblem] = []
     fullmatch = _B64.fullmatch
+    new = tuple.__new__  # RecordEntry(...) without the Python-level __new__ frame
     # Split on "\n" only: str.splitlines() also breaks on U+2028, U+0085 and friends,
     # which are legal in file names.
     for number, raw_line in enumerate(text.split("\n"), start=1):
@@ -158,7 +159,7 @@ def parse_record(data: bytes) -> ParsedRecord:
                 )
                 continue
             size = int(size_text)
-        entries.append(RecordEntry(path, digest, size))
+        entries.append(new(RecordEntry, (path, digest, size)))
     return ParsedRecord(tuple(entries), tuple(problems))
 
 

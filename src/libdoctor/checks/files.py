@@ -93,6 +93,8 @@ def hash_jobs(env: Environment, disk: Disk) -> list[HashJob]:
     jobs: list[HashJob] = []
     seen: set[tuple[str, str]] = set()
     for path, claims in env.claims.items():
+        if all(claim.entry.hash is None for claim in claims):
+            continue
         state = disk.stat(path)
         if not state.is_file or state.error:
             continue
@@ -438,10 +440,11 @@ def _missing_and_altered(
         altered: list[tuple[Claim, Verdict]] = []
         for claim in claims:
             path = claim.path
+            if is_bytecode(path):
+                continue  # pip may never have written it, and RECORD gives it no size or hash
             state = stat(path)
             if not state.exists:
-                if not is_bytecode(path):
-                    missing.append(path)
+                missing.append(path)
                 continue
             if state.error:
                 unusable[path] = state.error

@@ -143,7 +143,7 @@ def check_libraries(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
         for res in closure.resolutions:
             if res.status != "found" and res.kind == "needed" and res.name not in needed:
                 optional.setdefault(res.name, _Gap(res.name)).requests.append((closure, res))
-    names_index = _basename_index(env) if (needed or optional) else {}
+    names_index = _basename_index(analysis.natives) if (needed or optional) else {}
     for name, gap in sorted(needed.items()):
         if is_driver_library(name):
             findings.append(_driver_finding(env, gap, optional=False))
@@ -201,9 +201,9 @@ def _reinstall(env: Environment, dists: Sequence[Distribution]) -> Fix | None:
 # --- unresolved-library -----------------------------------------------------------------
 
 
-def _basename_index(env: Environment) -> dict[str, list[str]]:
+def _basename_index(paths: Iterable[str]) -> dict[str, list[str]]:
     index: dict[str, list[str]] = defaultdict(list)
-    for path in env.claims:
+    for path in paths:
         index[path.rpartition(os.sep)[2]].append(path)
     return index
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from libdoctor.commands import common
-from libdoctor.commands.libs import owner_label, resolution_dict, run_analysis, short, via_label
 from libdoctor.errors import LibdoctorError
-from libdoctor.libraries import LibraryAnalysis, is_python_extension
-from libdoctor.loader import Closure, Resolution
 from libdoctor.paths import display
+
+if TYPE_CHECKING:
+    from libdoctor.libraries import LibraryAnalysis
+    from libdoctor.loader import Closure, Resolution
 
 
 def register(sub: Any) -> None:
@@ -29,6 +30,8 @@ def register(sub: Any) -> None:
 
 
 def find_root(analysis: LibraryAnalysis, text: str) -> str:
+    from libdoctor.libraries import is_python_extension
+
     if os.sep in text or os.path.exists(text):
         if not os.path.isfile(text):
             raise LibdoctorError(f"{text} is not a file")
@@ -54,6 +57,8 @@ def find_root(analysis: LibraryAnalysis, text: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from libdoctor.commands.libs import resolution_dict, run_analysis
+
     analysis, _ = run_analysis(args)
     env = analysis.env
     root = find_root(analysis, args.root)
@@ -82,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render_tree(analysis: LibraryAnalysis, closure: Closure) -> list[str]:
+    from libdoctor.commands.libs import owner_label, short, via_label
+
     env = analysis.env
     owner = owner_label(env, closure.root)
     lines = [short(env, closure.root) + (f"  [{owner}]" if owner else "")]

@@ -5,18 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from libdoctor.commands import common
-from libdoctor.commands.libs import (
-    owner_label,
-    resolution_dict,
-    run_analysis,
-    short,
-    via_label,
-)
-from libdoctor.loader import Closure, Resolution
 from libdoctor.paths import display
+
+if TYPE_CHECKING:
+    from libdoctor.loader import Closure, Resolution
 
 
 def register(sub: Any) -> None:
@@ -34,6 +29,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from libdoctor.checks.libraries import check_libraries
+    from libdoctor.commands.libs import owner_label, resolution_dict, run_analysis, short, via_label
 
     analysis, disk = run_analysis(args)
     env = analysis.env
