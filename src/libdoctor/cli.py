@@ -27,14 +27,15 @@ class _Parser(argparse.ArgumentParser):
         raise LibdoctorError(f"{message} (see {self.prog} --help)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ONLY, just that subcommand (what a normal run needs: cheaper)."""
     parser = _Parser(
         prog="libdoctor",
         description="The truth about a Python environment's files and native libraries.",
     )
     parser.add_argument("--version", action="version", version=f"libdoctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         import_module(f"libdoctor.commands.{name}").register(sub)
     return parser
 
@@ -60,8 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
+        words = list(sys.argv[1:] if argv is None else argv)
+        command = words[0] if words and words[0] in COMMANDS else None
+        parser = build_parser(command)
+        args = parser.parse_args(words)
         if not getattr(args, "func", None):
             parser.print_help(sys.stderr)
             return EXIT_ERROR
