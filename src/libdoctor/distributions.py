@@ -160,6 +160,26 @@ def _make(
     )
 
 
+def required_names(dist: Distribution) -> list[str]:
+    """Canonical names DIST requires unconditionally here (markers evaluated, extras off).
+
+    Markers are evaluated for the running interpreter and platform, which are the target's
+    in every case that matters (``platform_system == "Linux"``); unparsable lines are skipped.
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    names = []
+    for text in dist.requires_dist:
+        try:
+            req = Requirement(text)
+            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                continue
+        except (InvalidRequirement, ValueError, KeyError):
+            continue
+        names.append(canonicalize_name(req.name))
+    return names
+
+
 def scan_site(site: SiteDir) -> list[Distribution]:
     try:
         with os.scandir(site.path) as entries:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.disk import Disk, FileState
-from libdoctor.distributions import Distribution
+from libdoctor.distributions import Distribution, required_names
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.fixes import reinstall_argv, reinstall_fix, steps_fix, uninstall_argv
 from libdoctor.model import Claim, Environment
@@ -270,20 +270,10 @@ def check_records(env: Environment) -> list[Finding]:
 
 def _requirers(env: Environment) -> dict[str, list[Distribution]]:
     """canonical name -> installed distributions that require it (markers evaluated here)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    from libdoctor.distributions import canonicalize_name
-
     required: dict[str, list[Distribution]] = defaultdict(list)
     for dist in env.distributions:
-        for text in dist.requires_dist:
-            try:
-                req = Requirement(text)
-                if req.marker is not None and not req.marker.evaluate({"extra": ""}):
-                    continue
-            except (InvalidRequirement, ValueError, KeyError):
-                continue
-            required[canonicalize_name(req.name)].append(dist)
+        for name in required_names(dist):
+            required[name].append(dist)
     return required
 
 

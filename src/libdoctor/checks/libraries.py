@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from libdoctor.disk import Disk
-from libdoctor.distributions import Distribution, canonicalize_name
+from libdoctor.distributions import Distribution, required_names
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.fixes import reinstall_argv, steps_fix
 from libdoctor.libraries import LibraryAnalysis, module_name
@@ -76,18 +76,9 @@ class _Gap:
 
 def _dependencies(env: Environment) -> dict[str, set[str]]:
     """distribution key -> keys of everything it requires, transitively (markers evaluated)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
     direct: dict[str, set[str]] = defaultdict(set)
     for dist in env.distributions:
-        for text in dist.requires_dist:
-            try:
-                req = Requirement(text)
-                if req.marker is not None and not req.marker.evaluate({"extra": ""}):
-                    continue
-            except (InvalidRequirement, ValueError, KeyError):
-                continue
-            direct[dist.key].add(canonicalize_name(req.name))
+        direct[dist.key].update(required_names(dist))
     closure: dict[str, set[str]] = {}
     for key in {d.key for d in env.distributions}:
         seen: set[str] = set()

@@ -146,9 +146,10 @@ def removal_fix(env: Environment, removed: Sequence[Distribution], note: str = "
     steps = [uninstall_argv(d, env.target) for d in removed]
     steps += [reinstall_argv(d, env.target) for d in damaged.values() if not d.external]
     if damaged:
+        names = _names(damaged.values())
         text = (
-            f"the uninstall deletes files that {', '.join(_names(damaged.values()))} also "
-            "claim; the reinstall puts them back"
+            f"the uninstall deletes files that {', '.join(names)} also "
+            f"{'claims' if len(names) == 1 else 'claim'}; the reinstall puts them back"
         )
     else:
         text = "the uninstall deletes no file another distribution claims"
@@ -296,7 +297,7 @@ def _pin_mismatch(env: Environment, stack: StackAnalysis) -> list[Finding]:
 
 
 def _pin_text(pin: Pin) -> str:
-    return pin.requirement + (f" (through {pin.via})" if pin.via else "")
+    return pin.requirement + (f" through {pin.via}" if pin.via else "")
 
 
 def _pin_finding(env: Environment, build: FrameworkBuild, pin: Pin) -> Finding:
@@ -310,11 +311,10 @@ def _pin_finding(env: Environment, build: FrameworkBuild, pin: Pin) -> Finding:
         "pip check does not look at pins reached through extras, and a mismatched CUDA "
         "library loads without a word until a symbol or a kernel is missing."
     )
-    fix = Fix(
+    fix = steps_fix(
         install_argv(pin.requirement, installed or build.dist, env.target),
         note=f"installs the version {build.dist.name} was built against",
     )
-    fix = steps_fix(fix.argv, note=fix.note)
     return Finding(
         code="pin-mismatch",
         severity=Severity.ERROR,
@@ -425,8 +425,12 @@ def _how(res: Resolution, start: TorchStart | None) -> tuple[str, dict[str, Any]
             f"preloaded by torch/__init__.py: first hit of {step.pattern} "
             f"for folder {step.folder!r} under {display(step.entry or '')}"
         )
-        if len(step.hits) > 1:
-            text += f" ({len(step.hits)} hits; the choice follows directory order)"
+        first_dir = os.path.dirname(step.hits[0])
+        if sum(os.path.dirname(h) == first_dir for h in step.hits) > 1:
+            text += f" ({len(step.hits)} hits: the choice follows directory order)"
+        elif len(step.hits) > 1:
+            others = ", ".join(display(os.path.dirname(h)) for h in step.hits[1:])
+            text += f" ({len(step.hits)} hits: this directory is globbed before {others})"
         return text, {"preload": {"folder": step.folder, "glob": step.pattern, "hits": hits}}
     if res.via in ("rpath", "runpath") and res.via_owner:
         return f"{res.via} of {display(res.via_owner)}", {
