@@ -58,7 +58,12 @@ def main() -> int:
             "pip check": [python, "-m", "pip", "check"],
             "libdoctor check": [*libdoctor, "check", str(env), "--no-cache"],
             "libdoctor check --deep (cached)": [
-                *libdoctor, "check", str(env), "--deep", "--cache-dir", warm_cache,
+                *libdoctor,
+                "check",
+                str(env),
+                "--deep",
+                "--cache-dir",
+                warm_cache,
             ],
         }
         deep_cmd = [*libdoctor, "check", str(env), "--deep", "--no-cache", "--json"]
@@ -83,13 +88,19 @@ def main() -> int:
     print("| command | median s | vs pip check | budget |")
     print("|---|---|---|---|")
     print(f"| pip check | {pip:.3f} | 1.00x | |")
-    print(f"| libdoctor check | {med['libdoctor check']:.3f} | "
-          f"{med['libdoctor check'] / pip:.2f}x | <= 0.30x |")
+    print(
+        f"| libdoctor check | {med['libdoctor check']:.3f} | "
+        f"{med['libdoctor check'] / pip:.2f}x | <= 0.30x |"
+    )
     cached = med["libdoctor check --deep (cached)"]
-    print(f"| libdoctor check --deep, unchanged env (hash cache) | {cached:.3f} | "
-          f"{cached / pip:.2f}x | <= 0.30x |")
-    print(f"| libdoctor check --deep, no cache | {deep:.3f} | {deep / bound:.2f}x of bound | "
-          f"<= 1.20x of bound |")
+    print(
+        f"| libdoctor check --deep, unchanged env (hash cache) | {cached:.3f} | "
+        f"{cached / pip:.2f}x | <= 0.30x |"
+    )
+    print(
+        f"| libdoctor check --deep, no cache | {deep:.3f} | {deep / bound:.2f}x of bound | "
+        f"<= 1.20x of bound |"
+    )
     print(
         f"bound = {hashing['bytes_hashed'] / 1e9:.2f} GB / ({cores} cores x "
         f"{throughput / 1e9:.2f} GB/s single-core SHA-256) = {bound:.2f} s"

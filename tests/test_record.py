@@ -15,8 +15,9 @@ def _sha(data: bytes) -> str:
 def test_parses_rows_as_pip_writes_them() -> None:
     good = _sha(b"x")
     record = parse_record(
-        f"pkg/__init__.py,{good},1\npkg-1.0.dist-info/RECORD,,\n"
-        '"pkg/a,b.py",{good},1\n'.replace("{good}", good).encode()
+        f'pkg/__init__.py,{good},1\npkg-1.0.dist-info/RECORD,,\n"pkg/a,b.py",{{good}},1\n'.replace(
+            "{good}", good
+        ).encode()
     )
     assert record.problems == ()
     assert record.entries == (

@@ -53,6 +53,15 @@ _CODES: tuple[CodeInfo, ...] = (
         shown_by_default=False,
     ),
     CodeInfo("shadowed-library", "a library resolved from outside the environment shadows its own"),
+    CodeInfo("cuda-mixed-major", "CUDA packages for a CUDA major no installed framework uses"),
+    CodeInfo("pin-mismatch", "a framework's exact pin is not what is installed"),
+    CodeInfo("foreign-bytes", "a library a framework loads is not its pinned package's bytes"),
+    CodeInfo("model-unknown", "torch's CUDA preload in this version is not modelled"),
+    CodeInfo("import-failed", "probe: importing the module failed (or timed out)"),
+    CodeInfo("duplicate-library", "probe: one soname loaded from two files in one process"),
+    CodeInfo("loaded-outside-env", "probe: a library loaded from outside while the env ships it"),
+    CodeInfo("loaded-foreign-bytes", "probe: a loaded file's bytes are not its owner's RECORD"),
+    CodeInfo("static-runtime-mismatch", "probe: the process loaded another file than predicted"),
 )
 
 CODES: Mapping[str, CodeInfo] = {info.code: info for info in _CODES}

@@ -138,8 +138,11 @@ def run(args: argparse.Namespace) -> int:
         return common.exit_code(shown(fix.predicted), "error")
     if not args.json:
         emit_fix(args, target, fix, options, None, None)
-    confirm(f"Run these {len(fix.steps)} steps?", args.yes, f"{len(fix.steps)} repair steps")
-    result, after = execute(args, target, fix.steps, libs, "fix")
+    n = len(fix.steps)
+    what = "this step" if n == 1 else f"these {n} steps"
+    confirm(f"Run {what}?", args.yes, f"{n} repair step{'s' if n != 1 else ''}")
+    command = shlex.join(["libdoctor", "fix", target.prefix])
+    result, after = execute(args, target, fix.steps, libs, command)
     emit_fix(args, target, fix, options, result, after)
     if not result.ok:
         return common.EXIT_ERROR
@@ -147,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def execute(
-    args: argparse.Namespace, target: Target, steps: Sequence[Step], libs: Any, verb: str
+    args: argparse.Namespace, target: Target, steps: Sequence[Step], libs: Any, command: str
 ) -> tuple[RunResult, list[Finding] | None]:
     """Run STEPS with backup and rollback; then check again (None if it was rolled back)."""
     from libdoctor.repair import recheck, run_steps
@@ -157,7 +160,7 @@ def execute(
         target,
         steps,
         backups=backups_dir(args),
-        command=shlex.join(["libdoctor", verb, *sys.argv[2:]]),
+        command=command,
         options=installer_options(args),
         environ=os.environ,
         wrapper=wrapper,
@@ -173,7 +176,10 @@ def execute(
         if rollback is not None and rollback.ok:
             say(f"rolled back: the target is as before (backup {result.backup.id})")
         elif rollback is not None:
-            say(f"rollback incomplete ({len(rollback.problems)} problems); backup {result.backup.id}")
+            say(
+                f"rollback incomplete ({len(rollback.problems)} problems); "
+                f"backup {result.backup.id}"
+            )
             for path, why in rollback.problems[:10]:
                 say(f"  {path}: {why}")
         return result, None
@@ -183,7 +189,9 @@ def execute(
 # --------------------------------------------------------------------------- output
 
 
-def run_dict(result: RunResult | None, before: Sequence[Finding], after: Sequence[Finding] | None) -> dict[str, Any]:
+def run_dict(
+    result: RunResult | None, before: Sequence[Finding], after: Sequence[Finding] | None
+) -> dict[str, Any]:
     from libdoctor.plan import diff_findings
     from libdoctor.report.json_report import finding_dict
 
@@ -192,10 +200,18 @@ def run_dict(result: RunResult | None, before: Sequence[Finding], after: Sequenc
     out: dict[str, Any] = {
         "ran": True,
         "ok": result.ok,
-        "backup": {"id": result.backup.id, "path": result.backup.path, "state": result.backup.state},
+        "backup": {
+            "id": result.backup.id,
+            "path": result.backup.path,
+            "state": result.backup.state,
+        },
         "results": [
-            {"command": shlex.join(r.argv), "argv": list(r.argv), "returncode": r.returncode,
-             "files_backed_up": r.saved}
+            {
+                "command": shlex.join(r.argv),
+                "argv": list(r.argv),
+                "returncode": r.returncode,
+                "files_backed_up": r.saved,
+            }
             for r in result.results
         ],
         "rolled_back": result.rollback is not None,
@@ -211,12 +227,29 @@ def run_dict(result: RunResult | None, before: Sequence[Finding], after: Sequenc
     return out
 
 
+def counts_text(findings: Sequence[Finding]) -> str:
+    if not findings:
+        return "no problems"
+    counts = _counts(findings)
+    return ", ".join(
+        f"{n} {word}{'' if n == 1 or word == 'info' else 's'}"
+        for word, n in (
+            ("error", counts["errors"]),
+            ("warning", counts["warnings"]),
+            ("info", counts["infos"]),
+        )
+    )
+
+
 def _counts(findings: Sequence[Finding]) -> dict[str, int]:
     from libdoctor.findings import Severity, count_by_severity
 
     counts = count_by_severity(findings)
-    return {"errors": counts[Severity.ERROR], "warnings": counts[Severity.WARNING],
-            "infos": counts[Severity.INFO]}
+    return {
+        "errors": counts[Severity.ERROR],
+        "warnings": counts[Severity.WARNING],
+        "infos": counts[Severity.INFO],
+    }
 
 
 def emit_fix(
@@ -257,26 +290,37 @@ def emit_fix(
         return
     from libdoctor.report import text_report
 
-    lines = fix_lines(target, fix, options) if result is None else run_lines(result, fix.before, after)
+    lines = (
+        fix_lines(target, fix, options) if result is None else run_lines(result, fix.before, after)
+    )
     common.write(text_report.to_string(lines, color=common.use_color(args)))
 
 
 def fix_lines(target: Target, fix: FixPlan, options: InstallerOptions) -> list[Line]:
     from libdoctor.commands.plan import steps_lines
     from libdoctor.paths import display
-    from libdoctor.report.text_report import Line, summary_line
+    from libdoctor.report.text_report import Line
 
     lines = [
-        Line.of(f"libdoctor {__version__}: fix {display(target.prefix)} (chosen by {target.chosen_by})", "bold"),
+        Line.of(
+            f"libdoctor {__version__}: fix {display(target.prefix)} (chosen by {target.chosen_by})",
+            "bold",
+        ),
         Line.of(),
-        Line.of("Now: ").plus(summary_line(shown(fix.before), {}).plain.split(" in ")[0]),
+        Line.of("Now: ").plus(counts_text(shown(fix.before))),
     ]
     if fix.steps:
-        lines.append(Line.of(f"Plan ({len(fix.steps)} step{'s' if len(fix.steps) != 1 else ''}):", "bold"))
+        lines.append(
+            Line.of(f"Plan ({len(fix.steps)} step{'s' if len(fix.steps) != 1 else ''}):", "bold")
+        )
         lines += steps_lines(fix.steps, options.args())
         lines.append(Line.of("Repairs:", "bold"))
         for finding in fix.addressed:
-            who = f"  {finding.distribution.name} {finding.distribution.version}" if finding.distribution else ""
+            who = (
+                f"  {finding.distribution.name} {finding.distribution.version}"
+                if finding.distribution
+                else ""
+            )
             lines.append(Line.of(f"  ✓ {finding.code}{who}", "green"))
     else:
         lines.append(Line.of("Nothing fix can repair by reinstalling.", "bold"))
@@ -287,33 +331,57 @@ def fix_lines(target: Target, fix: FixPlan, options: InstallerOptions) -> list[L
             lines.append(Line.of(f"  ! {finding.code}{who}: ", "yellow").plus(why, ""))
             if finding.fix is not None:
                 lines.append(Line.of("      suggested: ", "dim").plus(display(finding.fix.command)))
+                removed = [step[-1] for step in finding.fix.steps if "uninstall" in step]
+                if removed:
+                    safely = shlex.join(["libdoctor", "uninstall", *removed, target.prefix])
+                    lines.append(
+                        Line.of("      checked, with backup: ", "dim").plus(
+                            display(safely + " --repair")
+                        )
+                    )
     for note in fix.notes:
         lines.append(Line.of(f"note: {note}", "dim", wrap=True))
     if fix.steps:
         predicted = shown(fix.predicted)
-        lines.append(Line.of("Predicted after: ").plus(summary_line(predicted, {}).plain.split(" in ")[0]))
+        lines.append(Line.of("Predicted after: ").plus(counts_text(predicted)))
         if fix.new:
-            lines.append(Line.of(f"  warning: the plan itself would add {len(fix.new)} finding(s)", "yellow"))
+            lines.append(
+                Line.of(f"  warning: the plan itself would add {len(fix.new)} finding(s)", "yellow")
+            )
     lines.append(Line.of())
     return lines
 
 
-def run_lines(result: RunResult, before: Sequence[Finding], after: Sequence[Finding] | None) -> list[Line]:
+def run_lines(
+    result: RunResult, before: Sequence[Finding], after: Sequence[Finding] | None
+) -> list[Line]:
     from libdoctor.plan import diff_findings
-    from libdoctor.report.text_report import Line, finding_lines, summary_line
+    from libdoctor.report.text_report import Line, finding_lines
 
     lines: list[Line] = []
     if after is None:
-        state = "rolled back" if result.rollback is not None and result.rollback.ok else result.backup.state
-        lines.append(Line.of(f"Failed, {state}: the target is as it was before.", "bold red")
-                     if result.rollback is not None and result.rollback.ok
-                     else Line.of(f"Failed ({state}); see `libdoctor restore {result.backup.id}`", "bold red"))
+        state = (
+            "rolled back"
+            if result.rollback is not None and result.rollback.ok
+            else result.backup.state
+        )
+        lines.append(
+            Line.of(f"Failed, {state}: the target is as it was before.", "bold red")
+            if result.rollback is not None and result.rollback.ok
+            else Line.of(
+                f"Failed ({state}); see `libdoctor restore {result.backup.id}`", "bold red"
+            )
+        )
         return lines
     diff = diff_findings(shown(before), shown(after))
-    lines.append(Line.of("Before: ", "bold").plus(summary_line(shown(before), {}).plain.split(" in ")[0]))
-    lines.append(Line.of("After:  ", "bold").plus(summary_line(shown(after), {}).plain.split(" in ")[0]))
+    lines.append(Line.of("Before: ", "bold").plus(counts_text(shown(before))))
+    lines.append(Line.of("After:  ", "bold").plus(counts_text(shown(after))))
     for finding in diff.resolved:
-        who = f"  {finding.distribution.name} {finding.distribution.version}" if finding.distribution else ""
+        who = (
+            f"  {finding.distribution.name} {finding.distribution.version}"
+            if finding.distribution
+            else ""
+        )
         lines.append(Line.of(f"  ✓ resolved {finding.code}{who}", "green"))
     if diff.new:
         lines.append(Line.of("New:", "bold red"))
@@ -324,5 +392,11 @@ def run_lines(result: RunResult, before: Sequence[Finding], after: Sequence[Find
         lines.append(Line.of("Still there:", "bold"))
         for finding in remaining:
             lines += finding_lines(finding, False)
-    lines.append(Line.of(f"Backup {result.backup.id}: `libdoctor restore {result.backup.id}` puts the previous state back", "dim"))
+    lines.append(
+        Line.of(
+            f"Backup {result.backup.id}: `libdoctor restore {result.backup.id}` "
+            "puts the previous state back",
+            "dim",
+        )
+    )
     return lines

@@ -1,4 +1,4 @@
-"""``libdoctor plan uninstall NAME... [TARGET]`` and ``libdoctor plan install WHEEL|REQ... [TARGET]``.
+"""``libdoctor plan uninstall NAME... [TARGET]``, ``libdoctor plan install WHEEL|REQ... [TARGET]``.
 
 Predictions only: the target is never written. Exit 0 when the change is safe, 1 when it
 breaks something, 2 when libdoctor cannot tell.
@@ -147,7 +147,17 @@ def progress_printer(args: argparse.Namespace) -> Any:
     return say
 
 
+def visible(plan: Plan) -> Plan:
+    """The plan as the user sees it: codes hidden by default (like check) left out."""
+    from dataclasses import replace
+
+    from libdoctor.commands.fix import shown
+
+    return replace(plan, new=tuple(shown(plan.new)), resolved=tuple(shown(plan.resolved)))
+
+
 def output(args: argparse.Namespace, plan: Plan) -> None:
+    plan = visible(plan)
     if args.json:
         from libdoctor.report import json_report
 
@@ -332,7 +342,9 @@ def plan_lines(plan: Plan, verbose: bool) -> list[Line]:
             )
         lines.append(Line.of())
     verdict = (
-        Line.of("Verdict: safe", "bold green").plus(" — no check reports anything new at error level")
+        Line.of("Verdict: safe", "bold green").plus(
+            " — no check reports anything new at error level"
+        )
         if plan.verdict == "safe"
         else Line.of(f"Verdict: breaks {_plural(len(breaks), 'thing')}", "bold red").plus(
             " (safe with the sequence above)" if plan.repair_is_safe else ""

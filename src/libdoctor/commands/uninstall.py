@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.commands import common
@@ -68,7 +69,9 @@ def run(args: argparse.Namespace) -> int:
         if args.repair and plan.repair_is_safe:
             steps = (*plan.steps, *plan.repair)
         elif args.repair:
-            refusal = "refused: no reinstall undoes what this uninstall breaks (--force to do it anyway)"
+            refusal = (
+                "refused: no reinstall undoes what this uninstall breaks (--force to do it anyway)"
+            )
         elif not args.force:
             hint = " (--repair does it safely)" if plan.repair_is_safe else ""
             refusal = f"refused: the uninstall breaks {len(plan.breaks)} thing(s){hint}"
@@ -86,19 +89,23 @@ def run(args: argparse.Namespace) -> int:
         return common.EXIT_OK
     if not args.json:
         output(args, plan)
-    result, after = execute(args, target, steps, libs, "uninstall")
+    mode = ["--repair"] if args.repair else ["--force"] if args.force else []
+    command = shlex.join(["libdoctor", "uninstall", *names, target.prefix, *mode])
+    result, after = execute(args, target, steps, libs, command)
     _emit(args, plan, result, after)
     if not result.ok:
         return common.EXIT_ERROR
     new = diff_findings(plan.before, after or ()).new
-    return common.EXIT_FINDINGS if any(f.severity >= Severity.ERROR for f in new) else common.EXIT_OK
+    return (
+        common.EXIT_FINDINGS if any(f.severity >= Severity.ERROR for f in new) else common.EXIT_OK
+    )
 
 
 def _emit(
     args: argparse.Namespace, plan: Plan, result: RunResult, after: list[Finding] | None
 ) -> None:
     from libdoctor.commands.fix import run_dict, run_lines, shown
-    from libdoctor.commands.plan import plan_dict
+    from libdoctor.commands.plan import plan_dict, visible
 
     if args.json:
         from libdoctor.report import json_report
@@ -108,7 +115,10 @@ def _emit(
                 target=common.target_dict(plan.target),
                 summary={"stage": "after" if after is not None else "before"},
                 findings=shown(after if after is not None else plan.before),
-                extra={"plan": plan_dict(plan), "run": run_dict(result, plan.before, after)},
+                extra={
+                    "plan": plan_dict(visible(plan)),
+                    "run": run_dict(result, plan.before, after),
+                },
             )
         )
         return

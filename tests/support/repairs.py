@@ -1,0 +1,142 @@
+"""Helpers for the plan / fix / uninstall / restore tests.
+
+- ``Cli``: the real ``python -m libdoctor`` in a subprocess, with the repair commands registered
+  (``cli.COMMANDS`` may not list them yet), pip offline and every cache under one directory.
+- ``tree_state``: a full picture of a directory tree (kind, mode, mtime, sha256 of every file,
+  symlink targets) to prove a restore is byte-identical.
+- ``fault_injector``: a command prefix for ``--installer-cmd`` that runs the *real* pip of the
+  target and makes it fail, or SIGKILLs it together with libdoctor, right after pip wrote its
+  first file (pip has already moved the old files away at that point).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from support.venvs import SRC_DIR, LibdoctorRun, libdoctor_env, pip_env
+
+__all__ = ["Cli", "diff_states", "fault_injector", "tree_state"]
+
+COMMANDS = ("plan", "fix", "uninstall", "restore")
+_BOOT = (
+    "import sys, libdoctor.cli as c; "
+    f"c.COMMANDS = tuple(dict.fromkeys((*c.COMMANDS, *{COMMANDS!r}))); "
+    "sys.exit(c.main(sys.argv[1:]))"
+)
+
+
+class Cli:
+    """``libdoctor ARGS`` with XDG_CACHE_HOME (so backups and downloads) under CACHE_HOME."""
+
+    def __init__(self, cache_home: Path) -> None:
+        self.cache_home = cache_home
+        self.backups = cache_home / "libdoctor" / "backups"
+
+    def env(self, extra: Mapping[str, str | None] | None = None) -> dict[str, str]:
+        offline = pip_env()  # no config file, no index, no version check, no prompt
+        env: dict[str, str | None] = {k: v for k, v in offline.items() if k.startswith("PIP_")}
+        env.update({"PIP_NO_CACHE_DIR": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+        env.update(extra or {})
+        return libdoctor_env(env, self.cache_home)
+
+    def argv(self, *args: str | os.PathLike[str]) -> list[str]:
+        return [sys.executable, "-c", _BOOT, *(os.fspath(a) for a in args)]
+
+    def __call__(
+        self,
+        *args: str | os.PathLike[str],
+        env: Mapping[str, str | None] | None = None,
+        timeout: float = 180,
+        prefix: list[str] | None = None,
+    ) -> LibdoctorRun:
+        proc = subprocess.run(
+            [*(prefix or []), *self.argv(*args)],
+            env=self.env(env),
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            cwd=SRC_DIR.parent,
+        )
+        return LibdoctorRun(
+            proc.returncode,
+            proc.stdout.decode("utf-8", "surrogateescape"),
+            proc.stderr.decode("utf-8", "surrogateescape"),
+        )
+
+
+def tree_state(root: Path) -> dict[str, tuple[Any, ...]]:
+    """Every entry under ROOT: files by (mode, mtime_ns, sha256), symlinks by target,
+    directories by mode. Never follows symlinks."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in [*dirnames, *filenames]:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                out[path] = ("symlink", os.readlink(path))
+            elif stat.S_ISDIR(st.st_mode):
+                out[path] = ("dir", stat.S_IMODE(st.st_mode))
+            elif stat.S_ISREG(st.st_mode):
+                digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+                out[path] = ("file", stat.S_IMODE(st.st_mode), st.st_mtime_ns, digest)
+            else:
+                out[path] = ("other", stat.S_IMODE(st.st_mode))
+    return out
+
+
+def diff_states(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    lines = [f"created: {p}" for p in sorted(after.keys() - before.keys())]
+    lines += [f"removed: {p}" for p in sorted(before.keys() - after.keys())]
+    lines += [
+        f"changed: {p}: {before[p]} -> {after[p]}"
+        for p in sorted(before.keys() & after.keys())
+        if before[p] != after[p]
+    ]
+    return lines
+
+
+_INJECTOR = '''
+"""Run the target's real pip; right after it writes its first file, fail or get killed."""
+import os, signal, sys
+
+mode, _, only = sys.argv[1].partition(":")  # "kill", "fail", "kill:NAME" (steps naming NAME)
+argv = sys.argv[2:]
+assert argv[1:3] == ["-m", "pip"], argv
+armed = "install" in argv and (not only or any(only in a for a in argv))
+from pip._internal.operations.install import wheel
+
+original = wheel.ZipBackedFile.save
+written = []
+
+
+def save(self):
+    original(self)
+    written.append(self.dest_path)
+    if len(written) == 1 and armed:
+        if mode == "kill":
+            os.kill(os.getppid(), signal.SIGKILL)  # libdoctor, mid-step
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise OSError("injected failure after writing " + self.dest_path)
+
+
+wheel.ZipBackedFile.save = save
+from pip._internal.cli.main import main
+
+sys.exit(main(argv[3:]))
+'''
+
+
+def fault_injector(directory: Path, python: Path, mode: str) -> str:
+    """``--installer-cmd`` value: MODE is "fail" (pip raises, exit != 0) or "kill", optionally
+    ":NAME" to arm it only for the install step that names NAME."""
+    script = directory / "inject_fault.py"
+    script.write_text(_INJECTOR)
+    return f"{python} {script} {mode}"
