@@ -49,12 +49,17 @@ def run_checks(
 
     A plan (``libdoctor plan``) runs this twice, before and after, and reports the difference.
     """
+    from libdoctor.checks.stack import check_stack
+
     findings = check_files(env, disk, digests)
+    analysis = None
     if libraries is not None:
         from libdoctor.checks.libraries import check_libraries
         from libdoctor.libraries import analyse
 
-        findings += check_libraries(analyse(env, disk, libraries), disk)
+        analysis = analyse(env, disk, libraries)
+        findings += check_libraries(analysis, disk)
+    findings += check_stack(env, disk, digests, analysis)
     return findings
 
 

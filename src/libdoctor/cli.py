@@ -19,7 +19,7 @@ from libdoctor.commands.common import EXIT_ERROR
 from libdoctor.errors import LibdoctorError
 
 # Subcommand modules under libdoctor.commands, in the order --help lists them.
-COMMANDS = ("check", "why", "tree", "plan", "fix", "uninstall", "restore")
+COMMANDS = ("check", "why", "tree", "probe", "plan", "fix", "uninstall", "restore")
 
 
 class _Parser(argparse.ArgumentParser):

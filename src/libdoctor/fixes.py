@@ -50,7 +50,14 @@ def reinstall_argv(dist: Distribution, target: Target) -> tuple[str, ...]:
             "--no-deps",
             f"{dist.name}={dist.version}",
         )
-    return (python, "-m", "pip", "install", "--force-reinstall", "--no-deps", requirement(dist))
+    # pip refuses to uninstall (so to --force-reinstall) a distribution without RECORD;
+    # --ignore-installed writes the files and a new RECORD over it instead.
+    how = (
+        "--ignore-installed"
+        if dist.record is None and dist.kind == "dist-info"
+        else ("--force-reinstall")
+    )
+    return (python, "-m", "pip", "install", how, "--no-deps", requirement(dist))
 
 
 def uninstall_argv(dist: Distribution, target: Target) -> tuple[str, ...]:
