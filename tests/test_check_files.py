@@ -1107,3 +1107,29 @@ def test_inprocess_runner_matches_subprocess(disc: Venv, module_libdoctor: Libdo
     )
     assert (inproc.rc, inproc.json()["findings"]) == (sub.rc, sub.json()["findings"])
     assert inproc.json()["target"] == sub.json()["target"]
+
+
+def test_lost_record_is_reported_and_its_fix_works(
+    new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor
+) -> None:
+    """pip refuses --force-reinstall without RECORD ("Cannot uninstall"): the fix for a lost
+    RECORD must be one pip accepts, and running it must leave a clean check."""
+    venv = new_venv("norecord")
+    wheel = make_wheel("ldt-norecord", "1.0", {"norec/__init__.py": b"x = 1\n"})
+    pip_install(venv, wheel)
+    (venv.site_packages / "ldt_norecord-1.0.dist-info" / "RECORD").unlink()
+    run = libdoctor.check(venv.path, "--json", "--fail-on", "warning")
+    assert run.rc == 1, run.describe()
+    finding = only(select(run.json(), "record-invalid"))
+    assert finding["severity"] == "warning"
+    assert "--ignore-installed" in finding["fix"]["argv"]
+    fix = subprocess.run(
+        finding["fix"]["argv"],
+        env=pip_env(find_links=[make_wheel.dest]),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert fix.returncode == 0, fix.stdout + fix.stderr
+    after = libdoctor.check(venv.path, "--json", "--fail-on", "warning")
+    assert after.rc == 0, after.describe()
