@@ -538,14 +538,29 @@ class Loader:
 
         MODULE is the path importlib passes (sys.path entry + file name, not resolved).
         """
+        return self._dlopen(process, module)[0]
+
+    def dlopen(self, process: Process, path: str) -> tuple[Process, Closure]:
+        """``dlopen(PATH)`` (e.g. ``ctypes.CDLL(path)``) in PROCESS, keeping what it loads.
+
+        Returns the process after it and the closure. A failed load leaves the process as it
+        was: glibc unmaps whatever that dlopen had mapped.
+        """
+        closure, index = self._dlopen(process, path)
+        if index is None or not closure.ok:
+            return process, closure
+        objects = (*process.objects, *index.objects)
+        return Process(process.config, process.exe, process.closure, objects, index), closure
+
+    def _dlopen(self, process: Process, path: str) -> tuple[Closure, _Index | None]:
         index = _Index(process.index)
-        res = self._request(module, None, "dlopen", index, process.exe)
+        res = self._request(path, None, "dlopen", index, process.exe)
         root = index.find_path(res.path) if res.path is not None else None
         if root is None:
-            return Closure(module, res.reason or _NOT_FOUND, (), (), (res,))
+            return Closure(path, res.reason or _NOT_FOUND, (), (), (res,)), None
         if index.by_path.get(root.path) is not root:  # already in the process: nothing to load
-            return Closure(module, None, (), (root,), (res,))
-        return self._walk(root, [root], index, process.exe, [res])
+            return Closure(path, None, (), (root,), (res,)), None
+        return self._walk(root, [root], index, process.exe, [res]), index
 
     def import_extensions(self, process: Process, modules: Iterable[str]) -> Iterator[Closure]:
         """``import_extension`` for each of MODULES, each as if it were the only import."""

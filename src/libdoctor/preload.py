@@ -43,7 +43,7 @@ from typing import Literal
 
 from libdoctor.disk import Disk
 from libdoctor.distributions import Distribution
-from libdoctor.loader import Closure, Loader, Process, _Index
+from libdoctor.loader import Closure, Loader, Process
 from libdoctor.stack import FrameworkBuild, Reader, read_file
 
 __all__ = [
@@ -374,32 +374,8 @@ def glob_dir(disk: Disk, directory: str, pattern: str) -> tuple[str, ...]:
 
 
 def dlopen_into(loader: Loader, process: Process, path: str) -> tuple[Process, Closure]:
-    """``dlopen(PATH)`` (ctypes.CDLL of a path) in PROCESS: the process after it, and the closure.
-
-    Like ``Loader.import_extension`` but the loaded objects stay in the returned process, so
-    later requests are satisfied by them. A failed load leaves the process as it was (glibc
-    unloads whatever that dlopen had mapped).
-    """
-    # Uses the loader's private request/walk: Loader offers import_extension (which discards
-    # the new namespace layer) but no public dlopen that keeps it.
-    index = _Index(process.index)
-    res = loader._request(path, None, "dlopen", index, process.exe)
-    root = index.find_path(res.path) if res.path is not None else None
-    if root is None:
-        return process, Closure(path, res.reason or "cannot be loaded", (), (), (res,))
-    if index.by_path.get(root.path) is not root:
-        return process, Closure(path, None, (), (root,), (res,))
-    closure = loader._walk(root, [root], index, process.exe, [res])
-    if not closure.ok:
-        return process, closure
-    after = Process(
-        process.config,
-        process.exe,
-        process.closure,
-        (*process.objects, *index.objects),
-        index,
-    )
-    return after, closure
+    """``dlopen(PATH)`` in PROCESS (``ctypes.CDLL`` of a path): see ``Loader.dlopen``."""
+    return loader.dlopen(process, path)
 
 
 def failure_text(closure: Closure) -> str:
