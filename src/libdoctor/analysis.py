@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -10,7 +11,6 @@ from libdoctor.checks.files import Digests, check_files, hash_jobs
 from libdoctor.disk import Disk, RealDisk
 from libdoctor.findings import CODES, Finding, Severity
 from libdoctor.model import Environment, build_environment
-from libdoctor.paths import is_bytecode
 from libdoctor.target import Target
 
 if TYPE_CHECKING:
@@ -22,7 +22,9 @@ class CheckOptions:
     deep: bool = False
     cache_dir: str | None = None  # None: no hash cache
     workers: int | None = None
-    libraries: LoaderContext | None = None  # None: skip the loader checks
+    # None: skip the loader checks. A callable is called where the checks run (possibly a
+    # forked child), so the parent never pays for probing the loader or importing it.
+    libraries: LoaderContext | Callable[[], LoaderContext] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,16 +45,28 @@ def run_checks(
     env: Environment,
     disk: Disk,
     digests: Digests | None = None,
-    libraries: LoaderContext | None = None,
+    libraries: LoaderContext | Callable[[], LoaderContext] | None = None,
 ) -> list[Finding]:
     """Every check on a model and a disk view: the real one, or a what-if (``WithoutPaths``).
 
     A plan (``libdoctor plan``) runs this twice, before and after, and reports the difference.
     """
+    return check_files(env, disk, digests) + native_checks(env, disk, digests, libraries)
+
+
+def native_checks(
+    env: Environment,
+    disk: Disk,
+    digests: Digests | None = None,
+    libraries: LoaderContext | Callable[[], LoaderContext] | None = None,
+) -> list[Finding]:
+    """The loader and stack checks: ELF files and frameworks, independent of the file checks."""
     from libdoctor.checks.stack import check_stack
 
-    findings = check_files(env, disk, digests)
+    findings: list[Finding] = []
     analysis = None
+    if callable(libraries):
+        libraries = libraries()
     if libraries is not None:
         from libdoctor.checks.libraries import check_libraries
         from libdoctor.libraries import analyse
@@ -61,6 +75,46 @@ def run_checks(
         findings += check_libraries(analysis, disk)
     findings += check_stack(env, disk, digests, analysis)
     return findings
+
+
+def _started_in_child(work: Callable[[], list[Finding]]) -> Callable[[], list[Finding]]:
+    """Run WORK in a forked child while the caller goes on; the result is a function that
+    waits for it. On a second core this hides the loader work behind the file checks.
+
+    Falls back to running WORK in the caller (at the wait) without fork, on one core, or
+    when the child fails for any reason: the result never depends on the fork.
+    """
+    if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
+        return work
+    import pickle
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no threads exist yet, so forking is safe
+        code = 1
+        try:
+            os.close(read_end)
+            data = pickle.dumps(work(), protocol=pickle.HIGHEST_PROTOCOL)
+            with os.fdopen(write_end, "wb") as out:
+                out.write(data)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+
+    def wait() -> list[Finding]:
+        with os.fdopen(read_end, "rb") as handle:
+            data = handle.read()
+        _, status = os.waitpid(pid, 0)
+        if status == 0 and data:
+            try:
+                result: list[Finding] = pickle.loads(data)
+                return result
+            except Exception:  # any damage: compute it here instead
+                pass
+        return work()
+
+    return wait
 
 
 def loader_context(environ: Mapping[str, str], cwd: str) -> LoaderContext:
@@ -79,9 +133,14 @@ def run_check(
     disk: Disk | None = None,
 ) -> Report:
     env = build_environment(target)
+    native: Callable[[], list[Finding]] | None = None
     if disk is None:
+        if not options.deep:  # --deep: the stack checks need the digests; hashing dominates
+            libraries = options.libraries
+            native = _started_in_child(lambda: native_checks(env, RealDisk(), None, libraries))
         disk = RealDisk()
-        disk.prefetch(path for path in env.claims if not is_bytecode(path))
+        pycache = f"{os.sep}__pycache__{os.sep}"  # is_bytecode(), inlined: 22k paths
+        disk.prefetch(p for p in env.claims if not (p.endswith(".pyc") and pycache in p))
     hashing: dict[str, int] | None = None
     digests = None
     if options.deep:
@@ -94,7 +153,10 @@ def run_check(
         digests = hash_many(jobs, cache, stats, workers=options.workers, progress=tick)
         cache.save(target.prefix)
         hashing = stats.as_dict()
-    findings = run_checks(env, disk, digests, options.libraries)
+    if native is None:
+        findings = run_checks(env, disk, digests, options.libraries)
+    else:
+        findings = check_files(env, disk, digests) + native()
     return Report(
         target=target,
         distributions=len(env.distributions),

@@ -8,10 +8,11 @@ reading a byte. It lives in the user's cache dir, never inside the target.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from libdoctor.disk import FileState
 
@@ -29,8 +30,9 @@ def default_cache_dir(environ: dict[str, str] | None = None) -> str:
     return os.path.join(base, "libdoctor")
 
 
-@dataclass(frozen=True, slots=True)
-class HashJob:
+class HashJob(NamedTuple):
+    """One file to digest. A NamedTuple: one per recorded file on every --deep run."""
+
     path: str
     algorithm: str
     state: FileState
@@ -84,7 +86,10 @@ class HashCache:
         if (
             isinstance(row, list)
             and len(row) == 5
-            and row[:4] == [st.size, st.mtime_ns, st.inode, job.algorithm]
+            and row[0] == st.size
+            and row[1] == st.mtime_ns
+            and row[2] == st.inode
+            and row[3] == job.algorithm
         ):
             try:
                 return bytes.fromhex(row[4])
@@ -124,13 +129,25 @@ class HashCache:
                 os.unlink(tmp)
 
 
+_buffers = threading.local()
+
+
+def _buffer() -> tuple[bytearray, memoryview]:
+    """This thread's read buffer, allocated once: a fresh 1 MiB bytearray per file would
+    zero-fill 16 GB for the 16k files of a torch env, more work than hashing them."""
+    found: tuple[bytearray, memoryview] | None = getattr(_buffers, "value", None)
+    if found is None:
+        buffer = bytearray(_CHUNK)
+        found = _buffers.value = (buffer, memoryview(buffer))
+    return found
+
+
 def hash_file(path: str, algorithm: str) -> bytes:
     import hashlib
 
     digest = hashlib.new(algorithm)
+    buffer, view = _buffer()
     with open(path, "rb", buffering=0) as handle:
-        buffer = bytearray(_CHUNK)
-        view = memoryview(buffer)
         while True:
             count = handle.readinto(buffer)
             if not count:

@@ -396,7 +396,7 @@ class RequirementIndex:
 
     def __init__(self, env: Environment) -> None:
         self._env = env
-        self._markers = marker_environment(env.target)
+        self._markers: dict[str, str] | None = None  # packaging.markers only when needed
         self._by_key: dict[str, list[Distribution]] = defaultdict(list)
         for dist in env.distributions:
             self._by_key[dist.key].append(dist)
@@ -422,6 +422,8 @@ class RequirementIndex:
         if req.marker is None:
             return True
         try:
+            if self._markers is None:
+                self._markers = marker_environment(self._env.target)
             return bool(req.marker.evaluate({**self._markers, "extra": extra}))
         except Exception:  # an undefined marker variable: treat as not applying
             return False

@@ -92,20 +92,21 @@ def hash_jobs(env: Environment, disk: Disk) -> list[HashJob]:
 
     jobs: list[HashJob] = []
     seen: set[tuple[str, str]] = set()
+    new = tuple.__new__  # HashJob(...) without the Python-level __new__ frame: 16k calls
     for path, claims in env.claims.items():
-        if all(claim.entry.hash is None for claim in claims):
-            continue
-        state = disk.stat(path)
-        if not state.is_file or state.error:
-            continue
         for claim in claims:
-            algorithm = claim.entry.algorithm
-            if algorithm is None:
+            digest = claim.entry.hash
+            if digest is None:
                 continue
+            algorithm = digest[: digest.index("=")]
             key = (path, algorithm)
-            if key not in seen:
-                seen.add(key)
-                jobs.append(HashJob(path, algorithm, state))
+            if key in seen:
+                continue
+            state = disk.stat(path)
+            if not state.is_file or state.error:
+                break
+            seen.add(key)
+            jobs.append(new(HashJob, (path, algorithm, state)))
     return jobs
 
 
@@ -423,6 +424,7 @@ def _missing_and_altered(
 ) -> list[Finding]:
     findings: list[Finding] = []
     stat = disk.stat
+    pycache = f"{os.sep}__pycache__{os.sep}"  # is_bytecode(), inlined: 22k calls
     for dist in env.distributions:
         claims = env.claims_of(dist)
         missing: list[str] = []
@@ -430,8 +432,8 @@ def _missing_and_altered(
         altered: list[tuple[Claim, Verdict]] = []
         for claim in claims:
             path = claim.path
-            if is_bytecode(path):
-                continue  # pip may never have written it, and RECORD gives it no size or hash
+            if path.endswith(".pyc") and pycache in path:
+                continue  # bytecode: pip may never have written it; RECORD gives no size/hash
             state = stat(path)
             if not state.exists:
                 missing.append(path)

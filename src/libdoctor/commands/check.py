@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -87,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
         deep=args.deep,
         cache_dir=cache_dir,
         workers=args.workers,
-        libraries=None if args.no_libraries else loader_context(os.environ, os.getcwd()),
+        libraries=None
+        if args.no_libraries
+        else functools.partial(loader_context, dict(os.environ), os.getcwd()),
     )
     progress = progress_factory(args.deep and sys.stderr.isatty() and not args.json)
     report = run_check(target, options, progress=progress)
