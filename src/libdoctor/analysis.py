@@ -134,9 +134,10 @@ def run_check(
 ) -> Report:
     env = build_environment(target)
     native: Callable[[], list[Finding]] | None = None
+    libraries = options.libraries
+    real = disk is None
     if disk is None:
-        if not options.deep:  # --deep: the stack checks need the digests; hashing dominates
-            libraries = options.libraries
+        if not options.deep:
             native = _started_in_child(lambda: native_checks(env, RealDisk(), None, libraries))
         disk = RealDisk()
         pycache = f"{os.sep}__pycache__{os.sep}"  # is_bytecode(), inlined: 22k paths
@@ -153,6 +154,9 @@ def run_check(
         digests = hash_many(jobs, cache, stats, workers=options.workers, progress=tick)
         cache.save(target.prefix)
         hashing = stats.as_dict()
+        if real:  # the stack checks need the digests: start them once those exist
+            known = digests
+            native = _started_in_child(lambda: native_checks(env, RealDisk(), known, libraries))
     if native is None:
         findings = run_checks(env, disk, digests, options.libraries)
     else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import os
+from base64 import urlsafe_b64encode
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -444,10 +445,19 @@ def _missing_and_altered(
             if not state.is_file or path in covered:
                 continue
             size = claim.entry.size
-            if digests is None:  # the hot path: sizes only, no Verdict objects
-                if size is not None and size != state.size:
-                    altered.append((claim, Verdict(False, "size", state.size)))
+            if size is not None and size != state.size:
+                altered.append((claim, Verdict(False, "size", state.size)))
                 continue
+            if digests is None:  # the hot path: sizes only, no Verdict objects
+                continue
+            expected = claim.entry.hash
+            if expected is not None:
+                cut = expected.index("=")
+                actual = digests.get((path, expected[:cut]))
+                if isinstance(actual, bytes) and urlsafe_b64encode(actual).rstrip(b"=") == expected[
+                    cut + 1 :
+                ].encode("ascii"):
+                    continue  # the common case, decided without a Verdict
             verdict = judge(claim, state, digests)
             if verdict.matches is False:
                 altered.append((claim, verdict))
