@@ -32,15 +32,21 @@ def _run(argv: list[str]) -> tuple[float, str]:
     return elapsed, proc.stdout
 
 
-def sha256_single_core_throughput(megabytes: int = 256) -> float:
-    """Bytes per second of hashlib SHA-256 on one core, data already in memory."""
-    block = os.urandom(16 << 20)
-    digest = hashlib.sha256()
-    rounds = max(1, megabytes // 16)
-    start = time.perf_counter()
-    for _ in range(rounds):
-        digest.update(block)
-    return rounds * len(block) / (time.perf_counter() - start)
+def sha256_single_core_throughput(megabytes: int = 512, tries: int = 3) -> float:
+    """Bytes per second of hashlib SHA-256 on one core, data already in memory.
+
+    1 MiB blocks (the size libdoctor reads in), best of TRIES: the fastest the CPU hashes,
+    so the bound is as strict as it can honestly be.
+    """
+    block = os.urandom(1 << 20)
+    best = 0.0
+    for _ in range(tries):
+        digest = hashlib.sha256()
+        start = time.perf_counter()
+        for _ in range(megabytes):
+            digest.update(block)
+        best = max(best, megabytes * len(block) / (time.perf_counter() - start))
+    return best
 
 
 def main() -> int:
