@@ -20,7 +20,7 @@ import binascii
 import configparser
 import os
 import zipfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -197,36 +197,9 @@ def _candidates(dist: Distribution, env: Environment) -> tuple[list[str], list[s
     return paths, outside
 
 
-def _walk_covered(disk: Disk, root: str, removing: frozenset[str]) -> list[str] | None:
-    """Every subdirectory of ROOT if every file below it is in REMOVING, else None.
-
-    pip's ``compress_for_rename``: a directory whose files are all being removed is removed
-    as a unit, empty subdirectories included. Stops at the first file that stays.
-    """
-    dirs: list[str] = []
-    stack = [root]
-    seen: set[tuple[int, int]] = set()
-    while stack:
-        directory = stack.pop()
-        for name in disk.listdir(directory):
-            path = os.path.join(directory, name)
-            state = disk.stat(path)
-            if state.exists and not state.is_file and state.error is None:
-                key = (state.device, state.inode)
-                if state.inode and key in seen:  # a symlink back up the tree
-                    return None
-                seen.add(key)
-                dirs.append(path)
-                stack.append(path)
-            elif path not in removing:
-                return None
-    return dirs
-
-
-def _walk_all(disk: Disk, root: str) -> tuple[list[str], list[str]]:
-    """(files, subdirectories) below ROOT; a directory seen twice (a link loop) is skipped."""
-    files: list[str] = []
-    dirs: list[str] = []
+def _tree(disk: Disk, root: str) -> Iterator[tuple[str, str]]:
+    """(path, kind) below ROOT, depth first: kind is "dir", "file" (anything not a
+    directory), or "loop" for a directory already seen (a symlink back up the tree)."""
     stack = [root]
     seen: set[tuple[int, int]] = set()
     while stack:
@@ -237,12 +210,39 @@ def _walk_all(disk: Disk, root: str) -> tuple[list[str], list[str]]:
             if state.exists and not state.is_file and state.error is None:
                 key = (state.device, state.inode)
                 if state.inode and key in seen:
+                    yield path, "loop"
                     continue
                 seen.add(key)
-                dirs.append(path)
                 stack.append(path)
+                yield path, "dir"
             else:
-                files.append(path)
+                yield path, "file"
+
+
+def _walk_covered(disk: Disk, root: str, removing: frozenset[str]) -> list[str] | None:
+    """Every subdirectory of ROOT if every file below it is in REMOVING, else None.
+
+    pip's ``compress_for_rename``: a directory whose files are all being removed is removed
+    as a unit, empty subdirectories included. Stops at the first file that stays.
+    """
+    dirs: list[str] = []
+    for path, kind in _tree(disk, root):
+        if kind == "loop" or (kind == "file" and path not in removing):
+            return None
+        if kind == "dir":
+            dirs.append(path)
+    return dirs
+
+
+def _walk_all(disk: Disk, root: str) -> tuple[list[str], list[str]]:
+    """(files, subdirectories) below ROOT; a directory seen twice (a link loop) is skipped."""
+    files: list[str] = []
+    dirs: list[str] = []
+    for path, kind in _tree(disk, root):
+        if kind == "dir":
+            dirs.append(path)
+        elif kind == "file":
+            files.append(path)
     return files, dirs
 
 
