@@ -1,0 +1,77 @@
+"""What the file checks share: does the disk hold a claim's bytes, and how findings say so.
+
+``judge`` compares a claim's size and (with --deep digests) hash with the disk. ``ref``,
+``_severity``, ``_about`` and ``_repair`` word and repair a finding about a distribution,
+informing only (and naming the system package manager) for distro-managed ones.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from libdoctor.disk import FileState
+from libdoctor.distributions import Distribution
+from libdoctor.findings import DistRef, Fix, Severity
+from libdoctor.fixes import reinstall_fix
+from libdoctor.model import Claim, Environment
+
+Digests = Mapping[tuple[str, str], "bytes | str"]
+
+
+def ref(dist: Distribution) -> DistRef:
+    return DistRef(dist.name, dist.version)
+
+
+_EXTERNAL = (
+    " It was not installed by pip, uv or conda (no INSTALLER file): a system package "
+    "manager owns it and may patch its files on purpose; repair it through that manager."
+)
+
+
+def _severity(dists: Sequence[Distribution], severity: Severity) -> Severity:
+    """Findings about distro-managed distributions only inform: their state is the distro's."""
+    return Severity.INFO if all(d.external for d in dists) else severity
+
+
+def _repair(dist: Distribution, env: Environment, note: str = "") -> Fix | None:
+    return None if dist.external else reinstall_fix(dist, env.target, note=note)
+
+
+def _about(dist: Distribution, message: str) -> str:
+    return message + _EXTERNAL if dist.external else message
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {plural or word + 's'}"
+
+
+def _are(n: int) -> str:
+    return "is" if n == 1 else "are"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Does the disk hold the bytes a claim describes? ``matches`` None: cannot tell."""
+
+    matches: bool | None
+    decided_by: str | None  # "size" | "hash" | None
+    actual_size: int
+    actual_hash: str | None = None
+
+
+def judge(claim: Claim, state: FileState, digests: Digests | None) -> Verdict:
+    entry = claim.entry
+    if entry.size is not None and state.size != entry.size:
+        return Verdict(False, "size", state.size)
+    if digests is not None and entry.hash is not None:
+        algorithm = entry.hash.partition("=")[0]
+        digest = digests.get((claim.path, algorithm))
+        if isinstance(digest, bytes):
+            actual = f"{algorithm}={base64.urlsafe_b64encode(digest).rstrip(b'=').decode()}"
+            same = actual == entry.hash
+            return Verdict(same, "hash", state.size, None if same else actual)
+    if entry.size is not None:
+        return Verdict(True, "size", state.size)
+    return Verdict(None, None, state.size)

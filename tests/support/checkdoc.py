@@ -1,0 +1,84 @@
+"""Reading ``libdoctor check --json`` documents in tests: pick findings, check their fixes.
+
+A document is the parsed JSON (``Doc``); a finding one of its ``findings``. Distribution
+names are compared canonicalized (``canon``), so "Foo_Bar" and "foo-bar" are one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from support.venvs import LibdoctorRun, Venv
+
+Doc = dict[str, Any]
+Finding = dict[str, Any]
+
+
+def canon(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def names_in(finding: Finding) -> set[str]:
+    """Canonical names of every distribution a finding is about (its own, or the claimants)."""
+    names = set()
+    dist = finding.get("distribution")
+    if dist:
+        names.add(canon(dist["name"]))
+    for claimant in finding.get("evidence", {}).get("claimants", []):
+        names.add(canon(claimant["name"]))
+    return names
+
+
+def not_bytecode(paths: Sequence[str]) -> list[str]:
+    """PATHS without ``__pycache__/*.pyc`` (pip records those without hash or size)."""
+    return [p for p in paths if not (p.endswith(".pyc") and "/__pycache__/" in p)]
+
+
+def select(doc: Doc, code: str | None = None, dist: str | None = None) -> list[Finding]:
+    return [
+        f
+        for f in doc["findings"]
+        if (code is None or f["code"] == code) and (dist is None or canon(dist) in names_in(f))
+    ]
+
+
+def only(findings: Sequence[Finding]) -> Finding:
+    assert len(findings) == 1, json.dumps(findings, indent=1)[:4000]
+    return findings[0]
+
+
+def codes_for(doc: Doc, dist: str) -> set[str]:
+    return {f["code"] for f in select(doc, dist=dist)}
+
+
+def reinstall_argv(venv: Venv, requirement: str) -> list[str]:
+    return [
+        str(venv.python),
+        "-m",
+        "pip",
+        "install",
+        "--force-reinstall",
+        "--no-deps",
+        requirement,
+    ]
+
+
+def assert_fix_argv(finding: Finding, venv: Venv, requirement: str) -> None:
+    fix = finding["fix"]
+    argv = fix["argv"]
+    assert argv[1:] == reinstall_argv(venv, requirement)[1:], fix
+    # The venv's own interpreter path, not its symlink target (that would be the base python).
+    assert Path(argv[0]).parent == venv.bin and Path(argv[0]).name.startswith("python"), fix
+    assert shlex.split(fix["command"]) == argv, fix
+
+
+def check_ok(run: LibdoctorRun) -> Doc:
+    assert run.rc in (0, 1), run.describe()
+    assert "Traceback" not in run.stderr, run.describe()
+    doc: Doc = run.json()
+    return doc
