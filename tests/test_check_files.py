@@ -271,3 +271,39 @@ def test_lost_record_is_reported_and_its_fix_works(
     assert fix.returncode == 0, fix.stdout + fix.stderr
     after = libdoctor.check(venv.path, "--json", "--fail-on", "warning")
     assert after.rc == 0, after.describe()
+
+
+def test_pip_target_directory_is_checked_and_its_script_rows_only_inform(
+    new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor, tmp_path: Path
+) -> None:
+    """``pip install --target DIR`` records scripts as ``../../bin/x``, relative to a scheme DIR
+    does not have: not a damaged RECORD, so info, not a warning; the rest is checked as usual."""
+    venv = new_venv("target")
+    wheel = make_wheel(
+        "ldt-target",
+        "1.0",
+        {"tgt/__init__.py": b"", "tgt/lib/libt.so": lib("t")},
+        data={"scripts/ldt-target-tool": b"#!python\nprint(1)\n"},
+    )
+    target = tmp_path / "target-dir"
+    done = subprocess.run(
+        [str(venv.python), "-m", "pip", "install", "--target", str(target), str(wheel)],
+        env=pip_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = libdoctor.check(target, "--json")
+    assert run.rc == 0, run.describe()
+    doc = run.json()
+    assert doc["target"]["site_packages"] == [str(target)]
+    escaping = [f for f in doc["findings"] if f["code"] == "record-invalid"]
+    assert escaping and all(f["severity"] == "info" for f in escaping)
+    assert any(p.endswith("bin/ldt-target-tool") for p in escaping[0]["evidence"]["outside_prefix"])
+    (target / "tgt/lib/libt.so").unlink()
+    broken = libdoctor.check(target, "--json")
+    assert broken.rc == 1
+    assert only(select(broken.json(), "missing-files"))["paths"] == [
+        str(target / "tgt/lib/libt.so")
+    ]

@@ -191,15 +191,25 @@ def check_records(env: Environment) -> list[Finding]:
             )
         outside = escaping.get(dist.metadata_dir)
         if outside:
+            # A bare directory (``pip install --target``) has no known prefix: pip writes
+            # its scripts' RECORD rows relative to a scheme that is not there ("../../bin/x"),
+            # so such rows say nothing bad about this installation.
+            bare = dist.site.prefix == dist.site.path
             findings.append(
                 Finding(
                     code="record-invalid",
-                    severity=severity,
+                    severity=Severity.INFO if bare else severity,
                     message=(
                         f"{dist.display}: RECORD names {_plural(len(outside), 'path')} outside "
                         f"the prefix {display(dist.site.prefix)} (first: {display(outside[0])}). "
                         "libdoctor reports them and never follows them; an uninstall by pip "
                         "would try to delete them."
+                        + (
+                            " This directory has no known prefix (a `pip install --target` "
+                            "layout), where pip records scripts that way."
+                            if bare
+                            else ""
+                        )
                     ),
                     distribution=ref(dist),
                     paths=(os.path.join(dist.metadata_dir, "RECORD"),),
