@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from libdoctor.checks.files import Digests, check_files, hash_jobs
 from libdoctor.disk import Disk, RealDisk
@@ -34,7 +34,6 @@ class Report:
     files: int
     findings: tuple[Finding, ...]
     hashing: dict[str, int] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 # Called once with the total bytes to hash, then with each chunk of bytes done.
