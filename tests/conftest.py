@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from support.checkdoc import Doc, check_ok
 from support.venvs import Libdoctor, Venv, VenvFactory, create_template_venv
 from support.wheels import WheelFactory
+from support.zoo import Zoo, build_zoo
 
 
 @pytest.fixture(scope="session")
@@ -51,3 +53,29 @@ def libdoctor(tmp_path: Path) -> Libdoctor:
 @pytest.fixture(scope="module")
 def module_libdoctor(tmp_path_factory: pytest.TempPathFactory) -> Libdoctor:
     return Libdoctor(tmp_path_factory.mktemp("cache-home"))
+
+
+# The "zoo": one venv per test module holding every broken state the file checks know
+# (support.zoo), read by many tests. Module scope: each module that uses it builds its own.
+
+
+@pytest.fixture(scope="module")
+def zoo(module_venv: VenvFactory, module_wheels: WheelFactory) -> Zoo:
+    venv = module_venv("zoo")
+    return build_zoo(venv.path.parent, venv, module_wheels)
+
+
+@pytest.fixture(scope="module")
+def zoo_default(zoo: Zoo, module_libdoctor: Libdoctor) -> Doc:
+    """``check --json``: what a user sees by default."""
+    return check_ok(module_libdoctor.check(zoo.venv.path, "--json"))
+
+
+@pytest.fixture(scope="module")
+def zoo_all(zoo: Zoo, module_libdoctor: Libdoctor) -> Doc:
+    return check_ok(module_libdoctor.check(zoo.venv.path, "--json", "--all"))
+
+
+@pytest.fixture(scope="module")
+def zoo_deep(zoo: Zoo, module_libdoctor: Libdoctor) -> Doc:
+    return check_ok(module_libdoctor.check(zoo.venv.path, "--json", "--all", "--deep"))

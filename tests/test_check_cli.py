@@ -29,7 +29,7 @@ from support.venvs import (
     snapshot,
 )
 from support.wheels import WheelFactory
-from support.zoo import Zoo, build_zoo, lib
+from support.zoo import Zoo, lib
 
 SEVERITIES = ("error", "warning", "info")
 CODES = {
@@ -43,28 +43,6 @@ CODES = {
 }
 FINDING_KEYS = {"code", "severity", "message", "distribution", "paths", "evidence", "fix"}
 OPTIONAL_KEYS = {"distribution", "paths", "evidence", "fix"}
-
-
-@pytest.fixture(scope="module")
-def zoo(module_venv: VenvFactory, module_wheels: WheelFactory) -> Zoo:
-    venv = module_venv("zoo")
-    return build_zoo(venv.path.parent, venv, module_wheels)
-
-
-@pytest.fixture(scope="module")
-def zoo_default(zoo: Zoo, module_libdoctor: Libdoctor) -> Doc:
-    """``check --json``: what a user sees by default."""
-    return check_ok(module_libdoctor.check(zoo.venv.path, "--json"))
-
-
-@pytest.fixture(scope="module")
-def zoo_all(zoo: Zoo, module_libdoctor: Libdoctor) -> Doc:
-    return check_ok(module_libdoctor.check(zoo.venv.path, "--json", "--all"))
-
-
-@pytest.fixture(scope="module")
-def zoo_deep(zoo: Zoo, module_libdoctor: Libdoctor) -> Doc:
-    return check_ok(module_libdoctor.check(zoo.venv.path, "--json", "--all", "--deep"))
 
 
 # ------------------------------------------------------------------------ zoo-wide contracts

@@ -20,25 +20,7 @@ import pytest
 from support.checkdoc import Doc, assert_fix_argv, canon, check_ok, codes_for, only, select
 from support.venvs import Libdoctor, VenvFactory, pip_env, pip_install, strace_path
 from support.wheels import WheelFactory
-from support.zoo import ESCAPE_ROWS, EXT, MALFORMED_ROWS, NATIVE, Zoo, build_zoo, lib
-
-
-@pytest.fixture(scope="module")
-def zoo(module_venv: VenvFactory, module_wheels: WheelFactory) -> Zoo:
-    venv = module_venv("zoo")
-    return build_zoo(venv.path.parent, venv, module_wheels)
-
-
-@pytest.fixture(scope="module")
-def zoo_default(zoo: Zoo, module_libdoctor: Libdoctor) -> Doc:
-    """``check --json``: what a user sees by default."""
-    return check_ok(module_libdoctor.check(zoo.venv.path, "--json"))
-
-
-@pytest.fixture(scope="module")
-def zoo_deep(zoo: Zoo, module_libdoctor: Libdoctor) -> Doc:
-    return check_ok(module_libdoctor.check(zoo.venv.path, "--json", "--all", "--deep"))
-
+from support.zoo import ESCAPE_ROWS, EXT, MALFORMED_ROWS, NATIVE, Zoo, lib
 
 # ----------------------------------------------------------------------------- altered-files
 
