@@ -302,6 +302,14 @@ def _missing_finding(
         evidence["unusable"] = {display(p): reason for p, reason in unusable.items()}
     if others:
         evidence["also_claimed_by"] = others
+    note = ""
+    if unusable and not missing and set(unusable.values()) == {"permission denied"}:
+        # The files may be fine for the user who installed them: say so beside the fix.
+        message += (
+            " Every one of them exists but is not readable by this user: imports by this "
+            "user fail the same way."
+        )
+        note = "or restore read permission, or run libdoctor as the environment's owner"
     return Finding(
         code="missing-files",
         severity=_severity([dist], Severity.ERROR),
@@ -309,7 +317,7 @@ def _missing_finding(
         distribution=ref(dist),
         paths=tuple(sorted([*missing, *unusable])),
         evidence=evidence,
-        fix=_repair(dist, env),
+        fix=_repair(dist, env, note=note),
     )
 
 
