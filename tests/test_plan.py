@@ -355,19 +355,28 @@ def test_diff_findings_by_code_distribution_paths_and_subject() -> None:
     def f(code: str, paths: tuple[str, ...], **evidence: str) -> Finding:
         return Finding(code, Severity.ERROR, "m", DistRef("x", "1"), paths=paths, evidence=evidence)
 
-    before = [f("missing-files", ("/a",)), f("unresolved-library", ("/m",), library="libA")]
+    before = [
+        f("missing-files", ("/a",)),
+        f("unresolved-library", ("/m",), library="libA"),
+        f("driver-library-absent", ("/p", "/q"), library="libcuda.so.1"),
+        f("elf-invalid", ("/gone",)),
+    ]
     after = [
-        f("missing-files", ("/a", "/b")),  # more paths: changed, so new
+        f("missing-files", ("/a", "/b")),  # more paths: worse, so new (and not resolved)
         f("unresolved-library", ("/m",), library="libA"),
         f("unresolved-library", ("/m",), library="libB"),
+        f("driver-library-absent", ("/p",), library="libcuda.so.1"),  # fewer paths: kept
     ]
     diff = diff_findings(before, after)
     assert [(d.code, d.paths, dict(d.evidence)) for d in diff.new] == [
         ("missing-files", ("/a", "/b"), {}),
         ("unresolved-library", ("/m",), {"library": "libB"}),
     ]
-    assert [d.paths for d in diff.resolved] == [("/a",)]
-    assert len(diff.kept) == 1
+    assert [(d.code, d.paths) for d in diff.resolved] == [("elf-invalid", ("/gone",))]
+    assert [(d.code, d.paths) for d in diff.kept] == [
+        ("unresolved-library", ("/m",)),
+        ("driver-library-absent", ("/p",)),
+    ]
 
 
 def test_plan_never_writes_outside(clean_venv: Venv, cli: Cli, tmp_path: Path) -> None:

@@ -102,18 +102,29 @@ def finding_key(finding: Finding) -> tuple[Any, ...]:
 
 @dataclass(frozen=True, slots=True)
 class FindingDiff:
-    new: tuple[Finding, ...]  # in after, not in before (or changed: more paths)
-    resolved: tuple[Finding, ...]  # in before, not in after
-    kept: tuple[Finding, ...]  # in both (as after has them)
+    new: tuple[Finding, ...]  # in after, not in before (or worse: it gained paths)
+    resolved: tuple[Finding, ...]  # in before, nothing left of it in after
+    kept: tuple[Finding, ...]  # in both, no worse (as after has them; maybe fewer paths)
+
+
+def _same_problem(a: Finding, b: Finding) -> bool:
+    """One problem seen twice: same code, distribution and subject, overlapping paths."""
+    ka, kb = finding_key(a), finding_key(b)
+    if (ka[0], ka[1], ka[3]) != (kb[0], kb[1], kb[3]):
+        return False
+    return bool(set(a.paths) & set(b.paths)) or (not a.paths and not b.paths)
 
 
 def diff_findings(before: Sequence[Finding], after: Sequence[Finding]) -> FindingDiff:
-    old = {finding_key(f) for f in before}
-    now = {finding_key(f) for f in after}
+    """A finding that lost paths is the same problem, smaller: kept, not resolved + new."""
+
+    def no_worse(f: Finding) -> bool:
+        return any(_same_problem(f, b) and set(f.paths) <= set(b.paths) for b in before)
+
     return FindingDiff(
-        new=tuple(f for f in after if finding_key(f) not in old),
-        resolved=tuple(f for f in before if finding_key(f) not in now),
-        kept=tuple(f for f in after if finding_key(f) in old),
+        new=tuple(f for f in after if not no_worse(f)),
+        resolved=tuple(b for b in before if not any(_same_problem(f, b) for f in after)),
+        kept=tuple(f for f in after if no_worse(f)),
     )
 
 
