@@ -61,15 +61,22 @@ class Verdict:
     actual_hash: str | None = None
 
 
+def actual_hash(path: str, expected: str, digests: Digests) -> str | None:
+    """The disk's digest of PATH spelled like EXPECTED (``algo=b64``), if it was hashed."""
+    algorithm = expected[: expected.index("=")]
+    digest = digests.get((path, algorithm))
+    if not isinstance(digest, bytes):
+        return None
+    return f"{algorithm}={base64.urlsafe_b64encode(digest).rstrip(b'=').decode()}"
+
+
 def judge(claim: Claim, state: FileState, digests: Digests | None) -> Verdict:
     entry = claim.entry
     if entry.size is not None and state.size != entry.size:
         return Verdict(False, "size", state.size)
     if digests is not None and entry.hash is not None:
-        algorithm = entry.hash.partition("=")[0]
-        digest = digests.get((claim.path, algorithm))
-        if isinstance(digest, bytes):
-            actual = f"{algorithm}={base64.urlsafe_b64encode(digest).rstrip(b'=').decode()}"
+        actual = actual_hash(claim.path, entry.hash, digests)
+        if actual is not None:
             same = actual == entry.hash
             return Verdict(same, "hash", state.size, None if same else actual)
     if entry.size is not None:

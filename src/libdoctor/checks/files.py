@@ -8,7 +8,6 @@ shared-path-identical).
 from __future__ import annotations
 
 import os
-from base64 import urlsafe_b64encode
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -21,6 +20,7 @@ from libdoctor.checks.common import (
     _plural,
     _repair,
     _severity,
+    actual_hash,
     judge,
     ref,
 )
@@ -253,13 +253,8 @@ def _missing_and_altered(
             if digests is None:  # the hot path: sizes only, no Verdict objects
                 continue
             expected = claim.entry.hash
-            if expected is not None:
-                cut = expected.index("=")
-                actual = digests.get((path, expected[:cut]))
-                if isinstance(actual, bytes) and urlsafe_b64encode(actual).rstrip(b"=") == expected[
-                    cut + 1 :
-                ].encode("ascii"):
-                    continue  # the common case, decided without a Verdict
+            if expected is not None and actual_hash(path, expected, digests) == expected:
+                continue  # the common case, decided without a Verdict
             verdict = judge(claim, state, digests)
             if verdict.matches is False:
                 altered.append((claim, verdict))

@@ -134,7 +134,7 @@ def check_libraries(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
         for res in closure.resolutions:
             if res.status != "found" and res.kind == "needed" and res.name not in needed:
                 optional.setdefault(res.name, _Gap(res.name)).requests.append((closure, res))
-    names_index = _basename_index(analysis.natives) if (needed or optional) else {}
+    names_index = basename_index(analysis.natives) if (needed or optional) else {}
     for name, gap in sorted(needed.items()):
         if is_driver_library(name):
             findings.append(_driver_finding(env, gap, optional=False))
@@ -192,14 +192,14 @@ def _reinstall(env: Environment, dists: Sequence[Distribution]) -> Fix | None:
 # --- unresolved-library -----------------------------------------------------------------
 
 
-def _basename_index(paths: Iterable[str]) -> dict[str, list[str]]:
+def basename_index(paths: Iterable[str]) -> dict[str, list[str]]:
     index: dict[str, list[str]] = defaultdict(list)
     for path in paths:
         index[path.rpartition(os.sep)[2]].append(path)
     return index
 
 
-def _candidates(
+def shipped_by(
     env: Environment, disk: Disk, name: str, index: Mapping[str, list[str]]
 ) -> list[dict[str, Any]]:
     """Every installed distribution whose RECORD names a file called NAME, present or not."""
@@ -228,7 +228,7 @@ def _unresolved_finding(
     modules = [module_name(r, sites) for r in roots]
     first_closure, first = gap.requests[0]
     requester = first.requester or first_closure.root
-    candidates = _candidates(env, disk, gap.name, index)
+    candidates = shipped_by(env, disk, gap.name, index)
     searched = {_norm(s.directory) for _, r in gap.requests for s in r.searched}
     lost = [c for c in candidates if not c["present"]]
     on_path_lost = [c for c in lost if _norm(os.path.dirname(c["path"])) in searched] or lost

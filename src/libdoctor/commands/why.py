@@ -28,7 +28,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from libdoctor.checks.libraries import check_libraries
+    from libdoctor.checks.libraries import basename_index, check_libraries, shipped_by
     from libdoctor.commands.libs import owner_label, resolution_dict, run_analysis, short, via_label
 
     analysis, disk = run_analysis(args)
@@ -52,7 +52,10 @@ def run(args: argparse.Namespace) -> int:
         if f.evidence.get("library") == wanted
         or (f.code == "elf-invalid" and os.path.basename(f.paths[0]) == wanted)
     ]
-    shipped = _shipped(env, disk, wanted)
+    shipped = [
+        {**{k: v for k, v in item.items() if k != "_dist"}, "path": display(item["path"])}
+        for item in shipped_by(env, disk, wanted, basename_index(env.claims))
+    ]
     failed = any(res.status != "found" for _, res in requests)
     if args.json:
         from libdoctor.report.json_report import finding_dict
@@ -126,21 +129,3 @@ def run(args: argparse.Namespace) -> int:
             lines.append(f"  fix: {display(finding.fix.command)}")
     common.write("\n".join(lines).rstrip() + "\n")
     return common.EXIT_FINDINGS if failed else common.EXIT_OK
-
-
-def _shipped(env: Any, disk: Any, name: str) -> list[dict[str, Any]]:
-    found = []
-    for path, claims in env.claims.items():
-        if path.rpartition(os.sep)[2] != name:
-            continue
-        state = disk.stat(path)
-        for claim in claims:
-            found.append(
-                {
-                    "name": claim.dist.name,
-                    "version": claim.dist.version,
-                    "path": display(path),
-                    "present": state.exists and not state.error,
-                }
-            )
-    return found
