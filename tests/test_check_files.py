@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from support.checkdoc import Doc, assert_fix_argv, canon, check_ok, codes_for, only, select
+from support.checkdoc import Doc, assert_fix_argv, canon, check_ok, codes_for, only, run_fix, select
 from support.venvs import Libdoctor, VenvFactory, pip_env, pip_install, strace_path
 from support.wheels import WheelFactory
 from support.zoo import ESCAPE_ROWS, EXT, MALFORMED_ROWS, NATIVE, Zoo, lib
@@ -243,14 +243,7 @@ def test_lost_record_is_reported_and_its_fix_works(
     finding = only(select(run.json(), "record-invalid"))
     assert finding["severity"] == "warning"
     assert "--ignore-installed" in finding["fix"]["argv"]
-    fix = subprocess.run(
-        finding["fix"]["argv"],
-        env=pip_env(find_links=[make_wheel.dest]),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert fix.returncode == 0, fix.stdout + fix.stderr
+    run_fix(finding, make_wheel.dest)
     after = libdoctor.check(venv.path, "--json", "--fail-on", "warning")
     assert after.rc == 0, after.describe()
 

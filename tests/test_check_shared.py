@@ -7,7 +7,6 @@ other without its files and the suggested fix repairs it.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -22,9 +21,10 @@ from support.checkdoc import (
     names_in,
     not_bytecode,
     only,
+    run_fix,
     select,
 )
-from support.venvs import Libdoctor, VenvFactory, pip_env, pip_install, pip_uninstall
+from support.venvs import Libdoctor, VenvFactory, pip_install, pip_uninstall
 from support.wheels import WheelFactory
 from support.zoo import Zoo, lib
 
@@ -136,14 +136,7 @@ def test_uninstall_breaks_the_other_and_its_fix_repairs_it(
     assert text.rc == 1
     assert "ldt-unin-a==1.0" in text.stdout and "--force-reinstall" in text.stdout
 
-    fix = subprocess.run(
-        finding["fix"]["argv"],
-        env=pip_env(find_links=[make_wheel.dest]),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert fix.returncode == 0, fix.stdout + fix.stderr
+    run_fix(finding, make_wheel.dest)
     run = libdoctor.check(venv.path, "--json")
     assert run.rc == 0, run.describe()
     assert run.json()["findings"] == []

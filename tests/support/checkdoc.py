@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from support.venvs import LibdoctorRun, Venv
+from support.venvs import LibdoctorRun, Venv, pip_env
 
 Doc = dict[str, Any]
 Finding = dict[str, Any]
@@ -82,3 +83,15 @@ def check_ok(run: LibdoctorRun) -> Doc:
     assert "Traceback" not in run.stderr, run.describe()
     doc: Doc = run.json()
     return doc
+
+
+def run_fix(finding: Finding, find_links: Path) -> None:
+    """Run a finding's fix argv for real, pip seeing only the test wheels in FIND_LINKS."""
+    fix = subprocess.run(
+        finding["fix"]["argv"],
+        env=pip_env(find_links=[find_links]),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert fix.returncode == 0, fix.stdout + fix.stderr
