@@ -7,9 +7,11 @@ read the zoo (``support.zoo``); the file findings themselves are ``test_check_fi
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sys
+from base64 import urlsafe_b64encode
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -294,6 +296,34 @@ def test_deep_cache_never_trusts_a_file_written_moments_ago(
     run = libdoctor.check(venv.path, "--json", "--deep")
     assert hashing(run)["cache_hits"] == first["files_hashed"] - 1
     assert only(select(run.json(), "altered-files", "ldt-racy"))["paths"] == [str(target)]
+
+
+def test_deep_shortcut_keeps_what_differed_and_notices_a_new_record(
+    new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor
+) -> None:
+    """An unchanged env is re-verified from one fingerprint (nothing read, no per-file
+    lookup); a file that differed from RECORD still does, and a rewritten RECORD counts."""
+    venv = new_venv("shortcut")
+    pip_install(venv, make_wheel("ldt-short", "1.0", {"short/lib/libs1.so": lib("s1")}))
+    target = venv.site_packages / "short/lib/libs1.so"
+    data = bytearray(target.read_bytes())
+    data[-2] ^= 0x01  # same size, other bytes: only a digest tells
+    target.write_bytes(bytes(data))
+    _age(venv.path)
+    for run_number in (1, 2):
+        run = libdoctor.check(venv.path, "--json", "--deep")
+        assert only(select(run.json(), "altered-files", "ldt-short"))["paths"] == [str(target)]
+        assert (hashing(run)["files_hashed"] == 0) == (run_number == 2)
+
+    # RECORD now names the bytes on disk: the next run must see the new RECORD.
+    (record,) = venv.site_packages.glob("ldt_short-1.0.dist-info/RECORD")
+    old = f"sha256={urlsafe_b64encode(hashlib.sha256(lib('s1')).digest()).rstrip(b'=').decode()}"
+    new = f"sha256={urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()}"
+    record.write_text(record.read_text().replace(old, new))
+    _age(record)
+    run = libdoctor.check(venv.path, "--json", "--deep")
+    assert select(run.json(), "altered-files", "ldt-short") == []
+    assert hashing(run)["files_hashed"] == 0, "the file itself is unchanged: per-file cache"
 
 
 def test_deep_cache_defaults_to_the_user_cache_dir(

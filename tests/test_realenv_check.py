@@ -66,3 +66,19 @@ def test_deleted_cudnn_is_explained(torch_env: Path, libdoctor: Libdoctor, tmp_p
         assert unresolved["fix"]["argv"][-1].startswith("nvidia-cudnn-cu13==")
     finally:
         shutil.rmtree(broken, ignore_errors=True)
+
+
+def test_native_model_gives_the_full_models_findings(torch_env: Path) -> None:
+    """``check`` runs the loader and stack checks on a model of the shared objects alone."""
+    from libdoctor.analysis import loader_context, native_checks, native_model
+    from libdoctor.disk import RealDisk
+    from libdoctor.model import build_environment
+    from libdoctor.target import from_directory
+
+    target = from_directory(torch_env, "test")
+    context = loader_context({}, str(torch_env))
+    light = native_model(target)
+    assert len(light.claims) < len(build_environment(target).claims) / 10
+    expected = native_checks(build_environment(target), RealDisk(), None, context)
+    assert native_checks(light, RealDisk(), None, context) == expected
+    assert {f.code for f in expected} == {"driver-library-absent", "optional-library-missing"}

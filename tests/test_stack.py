@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
-from libdoctor.checks.files import check_files
+from libdoctor.analysis import native_checks, native_model
+from libdoctor.checks.files import check_files, hash_jobs
 from libdoctor.checks.stack import analyse_stack, check_stack
 from libdoctor.disk import RealDisk
 from libdoctor.distributions import Distribution
 from libdoctor.findings import Finding, Severity
+from libdoctor.hashing import HashCache, HashStats, hash_many
 from libdoctor.libraries import LoaderContext, analyse
 from libdoctor.loadersystem import probe_loader_system
 from libdoctor.model import Environment, build_environment
@@ -32,7 +35,7 @@ from libdoctor.stack import (
 )
 from libdoctor.target import SiteDir, Target, from_directory
 from support.stackfake import TorchStack, fake_lib, torch_version_py
-from support.venvs import Venv, VenvFactory, pip_env, pip_install
+from support.venvs import Libdoctor, Venv, VenvFactory, pip_env, pip_install
 from support.wheels import WheelFactory
 
 # --------------------------------------------------------------------------- pure parts
@@ -221,9 +224,6 @@ def stack_findings(venv: Venv, *, deep: bool = False) -> list[Finding]:
     analysis = analyse(env, disk, LoaderContext(probe_loader_system(), None, str(venv.path)))
     digests = None
     if deep:
-        from libdoctor.checks.files import hash_jobs
-        from libdoctor.hashing import HashCache, HashStats, hash_many
-
         digests = hash_many(hash_jobs(env, disk), HashCache.load(None, target.prefix), HashStats())
     return check_stack(env, disk, digests, analysis)
 
@@ -278,6 +278,23 @@ def wrong_major(stack: TorchStack, module_venv: VenvFactory) -> Venv:
     pip_install(venv, *stack.coherent())
     pip_install(venv, stack.cusparse12())
     return venv
+
+
+@pytest.mark.parametrize("state", ["coherent", "overwritten", "wrong_major"])
+def test_native_model_gives_the_full_models_findings(
+    state: str, request: pytest.FixtureRequest
+) -> None:
+    """``check`` runs the loader and stack checks on a model of the shared objects alone."""
+    venv: Venv = request.getfixturevalue(state)
+    target = from_directory(venv.path, "test")
+    context = LoaderContext(probe_loader_system(), None, str(venv.path))
+    full = build_environment(target)
+    disk = RealDisk()
+    digests = hash_many(hash_jobs(full, disk), HashCache.load(None, target.prefix), HashStats())
+    for known in (None, digests):
+        expected = native_checks(full, RealDisk(), known, context)
+        assert native_checks(native_model(target), RealDisk(), known, context) == expected
+    assert state == "coherent" or expected
 
 
 def test_coherent_env_reports_nothing(coherent: Venv) -> None:
@@ -336,7 +353,7 @@ def test_overwritten_cudnn_is_mixed_major_and_foreign_bytes(overwritten: Venv) -
 
 
 def test_overwritten_cudnn_by_hash_with_deep(
-    stack: TorchStack, new_venv: VenvFactory, make_wheel: WheelFactory
+    stack: TorchStack, new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor
 ) -> None:
     """Same size, other bytes: only --deep can tell, and it does."""
     venv = new_venv("same-size")
@@ -352,6 +369,21 @@ def test_overwritten_cudnn_by_hash_with_deep(
     deep = only(stack_findings(venv, deep=True), "foreign-bytes")
     assert deep.evidence["decided_by"] == "hash"
     assert deep.evidence["bytes_of"]["name"] == "nvidia-cudnn-cu12"
+    # The CLI runs these checks in a forked child, which gets the digests from the parent
+    # (first run) or reads the hash cache itself (second run): same finding both times.
+    # Files written within 2 s are never cached (racy): age them.
+    past = time.time_ns() - 60 * 10**9
+    for root, _, names in os.walk(venv.path):
+        for name in names:
+            os.utime(os.path.join(root, name), ns=(past, past), follow_symlinks=False)
+    for run_number in (1, 2):
+        run = libdoctor.check(venv.path, "--json", "--deep")
+        doc = run.json()
+        (cli,) = [f for f in doc["findings"] if f["code"] == "foreign-bytes"]
+        assert cli["evidence"]["decided_by"] == "hash", run_number
+        assert cli["evidence"]["bytes_of"]["name"] == "nvidia-cudnn-cu12"
+        hashing = doc["tool"]["hashing"]
+        assert (hashing["files_hashed"] == 0) == (run_number == 2), hashing
 
 
 def test_running_the_fix_makes_the_env_coherent(stack: TorchStack, new_venv: VenvFactory) -> None:

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from libdoctor.checks.files import Digests, check_files, hash_jobs
+from libdoctor.checks.files import Digests, check_files, hash_jobs, hash_rows
 from libdoctor.disk import Disk, RealDisk
 from libdoctor.findings import CODES, Finding, Severity
 from libdoctor.model import Environment, build_environment
 from libdoctor.target import Target
 
 if TYPE_CHECKING:
+    from libdoctor.hashing import HashStats, ProgressFactory
     from libdoctor.libraries import LoaderContext
 
 
@@ -36,10 +37,6 @@ class Report:
     hashing: dict[str, int] | None = None
 
 
-# Called once with the total bytes to hash, then with each chunk of bytes done.
-ProgressFactory = Callable[[int, int], Callable[[int], None]]
-
-
 def run_checks(
     env: Environment,
     disk: Disk,
@@ -56,10 +53,14 @@ def run_checks(
 def native_checks(
     env: Environment,
     disk: Disk,
-    digests: Digests | None = None,
+    digests: Digests | Callable[[], Digests | None] | None = None,
     libraries: LoaderContext | Callable[[], LoaderContext] | None = None,
 ) -> list[Finding]:
-    """The loader and stack checks: ELF files and frameworks, independent of the file checks."""
+    """The loader and stack checks: ELF files and frameworks, independent of the file checks.
+
+    DIGESTS may be a function: called only when the stack checks need them, after the loader
+    work, so a forked child can start before the hashing that produces them is done.
+    """
     from libdoctor.checks.stack import check_stack
 
     findings: list[Finding] = []
@@ -76,23 +77,139 @@ def native_checks(
     return findings
 
 
-def _started_in_child(work: Callable[[], list[Finding]]) -> Callable[[], list[Finding]]:
+NATIVE_ROWS = ".so"  # every path native_claims() and is_native() accept on Linux has it
+
+
+def native_model(target: Target) -> Environment:
+    """The model the loader and stack checks need: every distribution, but of each file list
+    only the rows naming a shared object, about a tenth of a torch env's rows."""
+    from libdoctor.distributions import scan_target
+
+    return build_environment(target, scan_target(target, only_containing=NATIVE_ROWS))
+
+
+class _Later:
+    """A value the parent computes after forking, for a child that asks for it: a pipe.
+
+    Without a child (no fork, or the child failed and the work runs here) the value is
+    simply kept.
+    """
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+        self._value: Digests | None = None
+        self._have = False
+
+    def forked(self, child: bool) -> None:
+        os.close(self._write if child else self._read)
+        if child:
+            self._write = -1
+        else:
+            self._read = -1
+
+    def set(self, value: Digests, wire: Digests) -> None:
+        """Parent: VALUE here, WIRE (what the child needs of it) down the pipe."""
+        import marshal
+
+        self._value, self._have = value, True
+        if self._write < 0:
+            return
+        if self._read >= 0:  # no child: nobody to send it to
+            os.close(self._read)
+            os.close(self._write)
+            self._read = self._write = -1
+            return
+        import threading
+
+        # A writer thread: the child may not read yet (or ever), and a pipe holds 64 KiB.
+        threading.Thread(
+            target=_send, args=(self._write, marshal.dumps(dict(wire))), daemon=True
+        ).start()
+        self._write = -1
+
+    @property
+    def here(self) -> bool:
+        """The value is in this process (the parent, or no child was forked)."""
+        return self._have
+
+    def get(self) -> Digests | None:
+        if self._have:
+            return self._value
+        import marshal
+
+        with os.fdopen(self._read, "rb") as handle:
+            data = handle.read()
+        self._read = -1
+        if not data:  # the parent failed before hashing: nothing to compare with
+            return None
+        value: Digests = marshal.loads(data)
+        return value
+
+
+class _CacheFirst(Mapping[tuple[str, str], "str | None"]):
+    """A forked child's digests: from the hash cache while the file is still the one that
+    was hashed (no waiting), else the parent's, sent once its hashing is done."""
+
+    def __init__(self, cache_dir: str | None, prefix: str, sent: _Later) -> None:
+        from libdoctor.hashing import HashCache
+
+        self._cache = HashCache.load(cache_dir, prefix)
+        self._disk = RealDisk()
+        self._later = sent
+        self._sent: Digests | None = None
+
+    def _from_parent(self) -> Digests:
+        if self._sent is None:
+            self._sent = self._later.get() or {}
+        return self._sent
+
+    def __getitem__(self, key: tuple[str, str]) -> str | None:
+        from libdoctor.hashing import HashJob
+
+        state = self._disk.stat(key[0])
+        if state.is_file and not state.error:
+            cached = self._cache.get(HashJob(key[0], key[1], state))
+            if cached is not None:
+                return cached
+        return self._from_parent()[key]
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._from_parent())
+
+    def __len__(self) -> int:
+        return len(self._from_parent())
+
+
+def _send(fd: int, data: bytes) -> None:
+    try:
+        with os.fdopen(fd, "wb") as out:  # closing it is the child's EOF
+            out.write(data)
+    except OSError:  # the child is gone: its result is recomputed at the wait
+        pass
+
+
+def _started_in_child(
+    work: Callable[[], list[Finding]], later: _Later | None = None
+) -> Callable[[], list[Finding]]:
     """Run WORK in a forked child while the caller goes on; the result is a function that
     waits for it. On a second core this hides the loader work behind the file checks.
 
     Falls back to running WORK in the caller (at the wait) without fork, on one core, or
-    when the child fails for any reason: the result never depends on the fork.
+    when the child fails for any reason: the result never depends on the fork. LATER, if
+    given, is a value the caller sets after the fork and the child may wait for.
     """
     if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
         return work
-    import pickle
-
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: no threads exist yet, so forking is safe
         code = 1
         try:
+            import pickle
+
             os.close(read_end)
+            if later is not None:
+                later.forked(child=True)
             data = pickle.dumps(work(), protocol=pickle.HIGHEST_PROTOCOL)
             with os.fdopen(write_end, "wb") as out:
                 out.write(data)
@@ -100,12 +217,16 @@ def _started_in_child(work: Callable[[], list[Finding]]) -> Callable[[], list[Fi
         finally:
             os._exit(code)
     os.close(write_end)
+    if later is not None:
+        later.forked(child=False)
 
     def wait() -> list[Finding]:
         with os.fdopen(read_end, "rb") as handle:
             data = handle.read()
         _, status = os.waitpid(pid, 0)
         if status == 0 and data:
+            import pickle
+
             try:
                 result: list[Finding] = pickle.loads(data)
                 return result
@@ -131,31 +252,37 @@ def run_check(
     progress: ProgressFactory | None = None,
     disk: Disk | None = None,
 ) -> Report:
-    env = build_environment(target)
     native: Callable[[], list[Finding]] | None = None
-    libraries = options.libraries
-    real = disk is None
+    later: _Later | None = None
     if disk is None:
-        if not options.deep:
-            native = _started_in_child(lambda: native_checks(env, RealDisk(), None, libraries))
+        # On the real disk the loader and stack checks go to a child at once, with their
+        # own small model, while this process parses every file list and stats every file.
+        libraries = options.libraries
+        later = _Later() if options.deep else None
+        digests_then: Callable[[], Digests | None] | None = None
+        if later is not None:
+            sent = later
+            cache_dir = options.cache_dir
+
+            def digests_then() -> Digests | None:
+                return sent.get() if sent.here else _CacheFirst(cache_dir, target.prefix, sent)
+
+        native = _started_in_child(
+            lambda: native_checks(native_model(target), RealDisk(), digests_then, libraries),
+            later,
+        )
         disk = RealDisk()
+    env = build_environment(target)
+    if isinstance(disk, RealDisk):
         pycache = f"{os.sep}__pycache__{os.sep}"  # is_bytecode(), inlined: 22k paths
         disk.prefetch(p for p in env.claims if not (p.endswith(".pyc") and pycache in p))
     hashing: dict[str, int] | None = None
     digests = None
     if options.deep:
-        from libdoctor.hashing import HashCache, HashStats, hash_many
-
-        jobs = hash_jobs(env, disk)
-        cache = HashCache.load(options.cache_dir, target.prefix)
-        stats = HashStats()
-        tick = progress(len(jobs), sum(j.state.size for j in jobs)) if progress else None
-        digests = hash_many(jobs, cache, stats, workers=options.workers, progress=tick)
-        cache.save(target.prefix)
+        digests, stats = _digests(env, disk, options, progress)
+        if later is not None:  # the child's stack checks may wait for these
+            later.set(digests, {k: v for k, v in digests.items() if NATIVE_ROWS in k[0]})
         hashing = stats.as_dict()
-        if real:  # the stack checks need the digests: start them once those exist
-            known = digests
-            native = _started_in_child(lambda: native_checks(env, RealDisk(), known, libraries))
     if native is None:
         findings = run_checks(env, disk, digests, options.libraries)
     else:
@@ -167,6 +294,29 @@ def run_check(
         findings=tuple(findings),
         hashing=hashing,
     )
+
+
+def _digests(
+    env: Environment, disk: Disk, options: CheckOptions, progress: ProgressFactory | None
+) -> tuple[Digests, HashStats]:
+    """Every --deep digest: all at once if the environment is unchanged since the last run
+    (hashing.Unchanged), else per file from the hash cache, reading what is not there."""
+    from libdoctor.hashing import HashCache, HashStats, Unchanged, hash_many
+
+    stats = HashStats()
+    rows = hash_rows(env, disk)
+    unchanged = Unchanged.load(options.cache_dir, env.target.prefix)
+    digests = unchanged.digests(rows)
+    if digests is not None:
+        stats.cache_hits = len(digests)
+        return digests, stats
+    cache = HashCache.load(options.cache_dir, env.target.prefix)
+    jobs = hash_jobs(env, disk)
+    digests = hash_many(jobs, cache, stats, workers=options.workers, progress=progress)
+    cache.save(env.target.prefix)
+    unchanged.remember(rows, digests)
+    unchanged.save(env.target.prefix)
+    return digests, stats
 
 
 def filter_findings(

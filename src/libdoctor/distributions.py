@@ -89,7 +89,7 @@ def _name_from_dirname(dirname: str) -> tuple[str, str]:
 
 
 def _read_file_list(
-    path: str, kind: str, site: SiteDir
+    path: str, kind: str, site: SiteDir, only_containing: str | None
 ) -> tuple[ParsedRecord | None, str | None, str]:
     """(file list, why it is unusable, the dir its paths are relative to)."""
     if kind == "dist-info":
@@ -103,10 +103,12 @@ def _read_file_list(
     if raw is None:
         # pip always writes RECORD; an egg-info without a file list is merely old.
         return None, ("no RECORD" if kind == "dist-info" else None), base_dir
-    return parse(raw), None, base_dir
+    return parse(raw, only_containing), None, base_dir
 
 
-def _read_dist(site: SiteDir, entry_name: str) -> Distribution | None:
+def _read_dist(
+    site: SiteDir, entry_name: str, only_containing: str | None = None
+) -> Distribution | None:
     path = os.path.join(site.path, entry_name)
     kind = "dist-info" if entry_name.endswith(".dist-info") else "egg-info"
     if not os.path.isdir(path):
@@ -119,7 +121,7 @@ def _read_dist(site: SiteDir, entry_name: str) -> Distribution | None:
     meta = parse_metadata(data) if data is not None else Metadata("", "", ())
     installer_bytes = _safe_read(os.path.join(path, "INSTALLER"))
     installer = installer_bytes.decode("utf-8", "replace").strip() if installer_bytes else ""
-    files = _read_file_list(path, kind, site)
+    files = _read_file_list(path, kind, site, only_containing)
     return _make(site, path, kind, meta, entry_name, installer or None, files)
 
 
@@ -180,7 +182,7 @@ def required_names(dist: Distribution) -> list[str]:
     return names
 
 
-def scan_site(site: SiteDir) -> list[Distribution]:
+def scan_site(site: SiteDir, only_containing: str | None = None) -> list[Distribution]:
     try:
         with os.scandir(site.path) as entries:
             names = sorted(e.name for e in entries if e.name.endswith((".dist-info", ".egg-info")))
@@ -188,16 +190,17 @@ def scan_site(site: SiteDir) -> list[Distribution]:
         return []
     dists = []
     for name in names:
-        dist = _read_dist(site, name)
+        dist = _read_dist(site, name, only_containing)
         if dist is not None:
             dists.append(dist)
     return dists
 
 
-def scan_target(target: Target) -> list[Distribution]:
+def scan_target(target: Target, only_containing: str | None = None) -> list[Distribution]:
+    """Every distribution of TARGET; ONLY_CONTAINING restricts file lists (see parse_record)."""
     dists: list[Distribution] = []
     for site in target.site_dirs:
-        dists.extend(scan_site(site))
+        dists.extend(scan_site(site, only_containing))
     return dists
 
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from libdoctor.disk import FileState
 
-_CACHE_VERSION = 2
+_CACHE_VERSION = 3  # 3: keyed by file identity, digests spelled as in RECORD
 _RACY_NS = 2_000_000_000
 _CHUNK = 1 << 20
 
@@ -28,6 +28,11 @@ def default_cache_dir(environ: dict[str, str] | None = None) -> str:
         return explicit
     base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "libdoctor")
+
+
+# Called once with the count and total bytes of the files to read; returns the function
+# called with each chunk of bytes done.
+ProgressFactory = Callable[[int, int], Callable[[int], None]]
 
 
 class HashJob(NamedTuple):
@@ -54,82 +59,185 @@ class HashStats:
         }
 
 
+def _cache_file(cache_dir: str, prefix: str, kind: str) -> str:
+    import hashlib
+
+    key = hashlib.sha256(os.fsencode(prefix)).hexdigest()[:24]
+    return os.path.join(cache_dir, "hashes", f"{key}.{kind}")
+
+
+def _load(cache_dir: str | None, prefix: str, kind: str) -> tuple[str | None, Any]:
+    """(the cache file of KIND for PREFIX, its payload or None: missing, damaged, foreign);
+    no file without CACHE_DIR."""
+    if cache_dir is None:
+        return None, None
+    import marshal
+
+    file = _cache_file(cache_dir, prefix, kind)
+    try:
+        with open(file, "rb") as handle:
+            data = marshal.loads(handle.read())  # load(file) reads piecemeal: 5x slower
+    except Exception:  # our own file, but damaged or foreign: start afresh
+        return file, None
+    if isinstance(data, tuple) and len(data) == 3 and data[:2] == (_CACHE_VERSION, prefix):
+        return file, data[2]
+    return file, None
+
+
+def _save(file: str, prefix: str, payload: Any) -> None:
+    """Write atomically (a temp file renamed), so a concurrent reader sees old or new."""
+    import contextlib
+    import marshal
+    import tempfile
+
+    directory = os.path.dirname(file)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".hashes-", suffix=".tmp")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(marshal.dumps((_CACHE_VERSION, prefix, payload)))
+        os.replace(tmp, file)
+    except OSError:
+        # A cache we cannot write only costs time next run.
+        with contextlib.suppress(OSError, UnboundLocalError):
+            os.unlink(tmp)
+
+
 @dataclass(slots=True)
 class HashCache:
-    """digests keyed by path; an entry counts only while (size, mtime_ns, inode) still match."""
+    """Digests keyed by file identity and version: (device, inode, size, mtime_ns).
+
+    An entry counts only while all four still match; the value is the digest spelled as
+    RECORD spells it, algorithm included. No path in the key: a hard link is the same
+    bytes, and a cache of 16k (path, ...) rows took 3x longer to load.
+    """
 
     file: str | None
-    entries: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    entries: dict[tuple[int, int, int, int], str] = field(default_factory=dict)
     dirty: bool = False
 
     @classmethod
     def load(cls, cache_dir: str | None, prefix: str) -> HashCache:
-        """The cache of PREFIX: marshal, read in milliseconds (22k entries; JSON took 3x)."""
-        if cache_dir is None:
-            return cls(None)
+        """The cache of PREFIX: marshal, read in milliseconds (JSON took 3x)."""
+        file, entries = _load(cache_dir, prefix, "marshal")
+        if isinstance(entries, dict) and set(map(type, entries.values())) <= {str}:
+            return cls(file, entries)  # every value a str: what lookups hand out
+        return cls(file)
+
+    def get(self, job: HashJob) -> str | None:
+        """The cached digest of JOB's file, if the file is still the one hashed."""
+        st = job.state
+        digest = self.entries.get((st.device, st.inode, st.size, st.mtime_ns))
+        if digest is not None and digest.partition("=")[0] == job.algorithm:
+            return digest
+        return None
+
+    def keep(self, jobs: Iterable[HashJob], digests: Mapping[tuple[str, str], str | None]) -> None:
+        """From now on hold exactly the digests of JOBS: files gone or changed drop out."""
+        racy = time.time_ns() - _RACY_NS
+        entries = {}
+        for path, algorithm, st in jobs:
+            digest = digests.get((path, algorithm))
+            # A file modified moments ago is left out: a same-size rewrite within the file
+            # system's timestamp granularity would keep its identity and fool the cache
+            # (git's "racy clean" problem). It is simply hashed again next time.
+            if digest is not None and st.mtime_ns <= racy:
+                entries[(st.device, st.inode, st.size, st.mtime_ns)] = digest
+        if entries != self.entries:
+            self.entries, self.dirty = entries, True
+
+    def save(self, prefix: str) -> None:
+        if self.file is not None and self.dirty:
+            _save(self.file, prefix, self.entries)
+
+
+class HashRows(NamedTuple):
+    """What decides every --deep digest of an environment: each claim with a hash, as
+    three columns (the path, its RECORD hash, the file there now), and the identity of
+    every RECORD file, which decides the claims."""
+
+    paths: list[str]
+    expected: list[str]
+    states: list[FileState]
+    records: list[tuple[str, FileState]]  # (metadata dir, its RECORD's state)
+
+    def fingerprint(self) -> bytes:
+        """SHA-256 of the rows' identities: RECORD files and claimed files, in order (their
+        contents are what the identities vouch for, as in HashCache). Marshal version 2 of
+        plain tuples: 4 ms for a torch env; the paths and hashes themselves took 3x."""
         import hashlib
         import marshal
 
-        key = hashlib.sha256(os.fsencode(prefix)).hexdigest()[:24]
-        file = os.path.join(cache_dir, "hashes", f"{key}.marshal")
-        try:
-            with open(file, "rb") as handle:
-                data = marshal.loads(handle.read())  # load(file) reads piecemeal: 5x slower
-            if (
-                isinstance(data, tuple)
-                and len(data) == 3
-                and data[0] == _CACHE_VERSION
-                and data[1] == prefix
-                and isinstance(data[2], dict)
-            ):
-                return cls(file, data[2])
-        except Exception:  # our own file, but damaged or foreign: start afresh
-            pass
+        records = [(meta, tuple(state)) for meta, state in self.records]
+        data = marshal.dumps((records, list(map(tuple, self.states))), 2)
+        return hashlib.sha256(data).digest()
+
+    def modified_since(self, racy: int) -> bool:
+        return any(s.mtime_ns > racy for s in self.states) or any(
+            s.mtime_ns > racy for _, s in self.records
+        )
+
+
+@dataclass(slots=True)
+class Unchanged:
+    """The hash cache's shortcut for an environment unchanged since the last --deep run.
+
+    It holds the fingerprint of the HashRows then, and the digests that differed from
+    RECORD. The same fingerprint now means the same RECORD files and the same files at the
+    same identities: every other digest is its RECORD hash, without a per-file lookup.
+    """
+
+    file: str | None
+    fingerprint: bytes = b""
+    differing: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, cache_dir: str | None, prefix: str) -> Unchanged:
+        file, data = _load(cache_dir, prefix, "unchanged")
+        if (
+            isinstance(data, tuple)
+            and len(data) == 2
+            and isinstance(data[0], bytes)
+            and isinstance(data[1], dict)
+            and set(map(type, data[1].values())) <= {str}
+        ):
+            return cls(file, data[0], data[1])
         return cls(file)
 
-    def get(self, job: HashJob) -> bytes | None:
-        row = self.entries.get(job.path)
-        st = job.state
-        if (
-            isinstance(row, tuple)
-            and len(row) == 5
-            and row[0] == st.size
-            and row[1] == st.mtime_ns
-            and row[2] == st.inode
-            and row[3] == job.algorithm
-            and isinstance(row[4], bytes)
-        ):
-            return row[4]
-        return None
+    def digests(self, rows: HashRows) -> dict[tuple[str, str], str | None] | None:
+        """Every digest, if ROWS fingerprint as those of the last run; else None."""
+        if self.file is None or not self.fingerprint or rows.fingerprint() != self.fingerprint:
+            return None
+        digests: dict[tuple[str, str], str | None] = {
+            (path, expected[: expected.index("=")]): expected
+            for path, expected, state in zip(rows.paths, rows.expected, rows.states, strict=True)
+            if state.is_file and state.error is None
+        }
+        digests.update(self.differing)
+        return digests
 
-    def put(self, job: HashJob, digest: bytes) -> None:
-        st = job.state
-        if st.mtime_ns > time.time_ns() - _RACY_NS:
-            # Modified moments ago: a same-size rewrite within the file system's timestamp
-            # granularity would keep (size, mtime_ns, inode) and fool the cache (git's
-            # "racy clean" problem). Such a file is simply hashed again next time.
+    def remember(self, rows: HashRows, digests: Mapping[tuple[str, str], str | None]) -> None:
+        """Keep ROWS' fingerprint and where DIGESTS differ from RECORD; not when a file was
+        modified moments ago (see HashCache.keep) or some file could not be read."""
+        if self.file is None:
             return
-        self.entries[job.path] = (st.size, st.mtime_ns, st.inode, job.algorithm, digest)
-        self.dirty = True
+        self.fingerprint, self.differing = b"", {}  # unless all goes well below
+        if rows.modified_since(time.time_ns() - _RACY_NS):
+            return
+        differing: dict[tuple[str, str], str] = {}
+        for path, expected, state in zip(rows.paths, rows.expected, rows.states, strict=True):
+            if state.is_file and state.error is None:
+                key = (path, expected[: expected.index("=")])
+                actual = digests.get(key)
+                if actual is None:
+                    return
+                if actual != expected:
+                    differing[key] = actual
+        self.fingerprint, self.differing = rows.fingerprint(), differing
 
     def save(self, prefix: str) -> None:
-        if self.file is None or not self.dirty:
-            return
-        import contextlib
-        import marshal
-        import tempfile
-
-        directory = os.path.dirname(self.file)
-        try:
-            os.makedirs(directory, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".hashes-", suffix=".tmp")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(marshal.dumps((_CACHE_VERSION, prefix, self.entries)))
-            os.replace(tmp, self.file)
-        except OSError:
-            # A cache we cannot write only costs time next run.
-            with contextlib.suppress(OSError, UnboundLocalError):
-                os.unlink(tmp)
+        if self.file is not None:
+            _save(self.file, prefix, (self.fingerprint, self.differing))
 
 
 _buffers = threading.local()
@@ -160,52 +268,81 @@ def hash_file(path: str, algorithm: str) -> bytes:
 
 
 def hash_many(
-    jobs: Iterable[HashJob],
+    jobs: Sequence[HashJob],
     cache: HashCache,
     stats: HashStats,
     *,
     workers: int | None = None,
-    progress: Callable[[int], None] | None = None,
-) -> dict[tuple[str, str], bytes | str]:
-    """Digest every job's file; a value is the digest, or a string saying why it failed.
+    progress: ProgressFactory | None = None,
+) -> dict[tuple[str, str], str | None]:
+    """Digest every job's file, spelled as RECORD spells it; None: it could not be read.
 
-    Keys are (path, algorithm).
+    Keys are (path, algorithm). PROGRESS is started only when some file must be read.
     """
-    results: dict[tuple[str, str], bytes | str] = {}
+    results: dict[tuple[str, str], str | None] = {}
     todo: list[HashJob] = []
+    entries = cache.entries
     for job in jobs:
-        key = (job.path, job.algorithm)
-        if key in results:
-            continue
-        cached = cache.get(job)
-        if cached is not None:
-            results[key] = cached
-            stats.cache_hits += 1
-            if progress:
-                progress(job.state.size)
+        path, algorithm, st = job
+        # HashCache.get, inlined: one lookup per recorded file (16k in a torch env)
+        digest = entries.get((st.device, st.inode, st.size, st.mtime_ns))
+        if digest is not None and digest.partition("=")[0] == algorithm:
+            results[(path, algorithm)] = digest
         else:
             todo.append(job)
-            results[key] = ""  # placeholder, replaced below
-    todo.sort(key=lambda j: j.state.size, reverse=True)  # big files first balance the pool
-
-    def work(job: HashJob) -> tuple[HashJob, bytes | str]:
-        try:
-            return job, hash_file(job.path, job.algorithm)
-        except OSError as exc:
-            return job, exc.strerror or str(exc)
-
-    from concurrent.futures import ThreadPoolExecutor
-
-    n = workers or os.cpu_count() or 1
-    with ThreadPoolExecutor(max_workers=n) as pool:
-        for job, value in pool.map(work, todo):
-            results[(job.path, job.algorithm)] = value
-            if isinstance(value, bytes):
-                cache.put(job, value)
-                stats.files_hashed += 1
-                stats.bytes_hashed += job.state.size
-            else:
-                stats.errors += 1
-            if progress:
-                progress(job.state.size)
+    stats.cache_hits += len(results)
+    tick = progress(len(todo), sum(j.state.size for j in todo)) if progress and todo else None
+    todo.sort(key=lambda j: j.state.size, reverse=True)  # big files first balance the threads
+    for job, value in _hash_in_threads(todo, workers or os.cpu_count() or 1, tick):
+        results[(job.path, job.algorithm)] = value
+        if value is None:
+            stats.errors += 1
+        else:
+            stats.files_hashed += 1
+            stats.bytes_hashed += job.state.size
+    if todo or len(entries) != len(results):
+        cache.keep(jobs, results)
     return results
+
+
+def _hash_in_threads(
+    todo: list[HashJob], workers: int, progress: Callable[[int], None] | None
+) -> list[tuple[HashJob, str | None]]:
+    """Hash TODO (biggest first) on WORKERS threads that each take the next job themselves:
+    no future per file, and the main thread only wakes to move the progress bar."""
+    from collections import deque
+
+    from libdoctor.record import spell_hash
+
+    queue = deque(todo)
+    done: list[tuple[HashJob, str | None]] = []
+    finished = [0] * workers  # bytes each thread has done, for the progress bar
+
+    def work(me: int) -> None:
+        while True:
+            try:
+                job = queue.popleft()
+            except IndexError:
+                return
+            value: str | None
+            try:
+                value = spell_hash(job.algorithm, hash_file(job.path, job.algorithm))
+            except (OSError, ValueError):
+                value = None
+            done.append((job, value))
+            finished[me] += job.state.size
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(workers)]
+    for thread in threads:
+        thread.start()
+    reported = 0
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.1)
+            if progress:
+                total = sum(finished)
+                progress(total - reported)
+                reported = total
+    if progress:
+        progress(sum(finished) - reported)
+    return done

@@ -80,7 +80,7 @@ def build_environment(
     target: Target, distributions: list[Distribution] | None = None
 ) -> Environment:
     dists = tuple(scan_target(target) if distributions is None else distributions)
-    claims: dict[str, list[Claim]] = {}
+    claims: dict[str, tuple[Claim, ...]] = {}
     by_dist: dict[str, tuple[Claim, ...]] = {}
     escaping: list[EscapingPath] = []
     new = tuple.__new__  # Claim(...) without the Python-level __new__ frame: 22k calls
@@ -91,26 +91,24 @@ def build_environment(
         prefix = dist.site.prefix
         base = dist.base_dir + os.sep
         own: list[Claim] = []
+        unplain = dist.record.unplain
         for entry in dist.record.entries:
-            if plain(entry.path):
+            if entry.path not in unplain if unplain is not None else plain(entry.path):
                 path = base + entry.path  # inside base_dir, so inside the prefix
             else:
                 path = resolve_entry(dist, entry)
                 if not is_inside(path, prefix):
                     escaping.append(EscapingPath(dist, entry, path))
                     continue
-            claim = new(Claim, (dist, entry, path))
-            own.append(claim)
-            known = claims.get(path)
-            if known is None:
-                claims[path] = [claim]
-            else:
-                known.append(claim)
+            own.append(new(Claim, (dist, entry, path)))
+        for claim in own:
+            known = claims.get(claim.path)
+            claims[claim.path] = (claim,) if known is None else (*known, claim)
         by_dist[dist.metadata_dir] = tuple(own)
     return Environment(
         target=target,
         distributions=dists,
-        claims={path: tuple(c) for path, c in claims.items()},
+        claims=claims,
         escaping=tuple(escaping),
         by_dist=by_dist,
     )

@@ -166,20 +166,23 @@ def _env_roots(env: Environment) -> list[str]:
     return sorted(roots)
 
 
-def _digests(claims: Sequence[Claim], deep: bool) -> Mapping[tuple[str, str], bytes | str] | None:
+def _digests(claims: Sequence[Claim], deep: bool) -> Mapping[tuple[str, str], str | None] | None:
     if not deep:
         return None
     from libdoctor.hashing import hash_file
+    from libdoctor.record import spell_hash
 
-    digests: dict[tuple[str, str], bytes | str] = {}
+    digests: dict[tuple[str, str], str | None] = {}
     for claim in claims:
         algorithm = claim.entry.algorithm
         if algorithm is None or (claim.path, algorithm) in digests:
             continue
         try:
-            digests[(claim.path, algorithm)] = hash_file(claim.path, algorithm)
-        except (OSError, ValueError) as exc:
-            digests[(claim.path, algorithm)] = str(exc)
+            digests[(claim.path, algorithm)] = spell_hash(
+                algorithm, hash_file(claim.path, algorithm)
+            )
+        except (OSError, ValueError):
+            digests[(claim.path, algorithm)] = None
     return digests
 
 

@@ -6,9 +6,7 @@ caller can report it; it never raises for bad content.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import csv
+import os
 import re
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -68,9 +66,11 @@ class Hash:
         algorithm = algorithm.lower()
         if algorithm not in _ALGORITHMS:
             raise ValueError(f"unknown hash algorithm {algorithm!r}")
+        from base64 import urlsafe_b64decode
+
         try:
-            digest = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
-        except (binascii.Error, ValueError) as exc:
+            digest = urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+        except ValueError as exc:  # binascii.Error is a ValueError
             raise ValueError(f"hash digest {encoded!r} is not base64: {exc}") from None
         import hashlib
 
@@ -80,8 +80,14 @@ class Hash:
         return cls(algorithm, digest)
 
     def __str__(self) -> str:
-        encoded = base64.urlsafe_b64encode(self.digest).rstrip(b"=").decode("ascii")
-        return f"{self.algorithm}={encoded}"
+        return spell_hash(self.algorithm, self.digest)
+
+
+def spell_hash(algorithm: str, digest: bytes) -> str:
+    """DIGEST as RECORD writes it: ``sha256=<urlsafe base64, no padding>``."""
+    from base64 import urlsafe_b64encode
+
+    return f"{algorithm}={urlsafe_b64encode(digest).rstrip(b'=').decode('ascii')}"
 
 
 class RecordEntry(NamedTuple):
@@ -111,11 +117,52 @@ class RecordProblem:
 class ParsedRecord:
     entries: tuple[RecordEntry, ...]
     problems: tuple[RecordProblem, ...]
+    # The paths that are not plain (see model.is_plain), when known; None: test each.
+    unplain: frozenset[str] | None = None
 
 
-def parse_record(data: bytes) -> ParsedRecord:
-    """Parse RECORD bytes (CSV: path, hash, size)."""
+# A path segment model.is_plain() accepts: not empty, no leading ".", no "\\" or NUL.
+_SEGMENT = r'[^,"\r\n/\\.\0][^,"\r\n/\\\0]*'
+# A row as pip and uv write it: unquoted path, normal sha256 or nothing, size or nothing.
+# The path lands in group 1 when it is plain (segments joined by single "/"), else group 2.
+_COMMON_ROW = re.compile(
+    rf'^(?:({_SEGMENT}(?:/{_SEGMENT})*)|([^,"\r\n]+)),(sha256=[A-Za-z0-9_-]{{43}}|),([0-9]*)\r?$',
+    re.MULTILINE,
+)
+
+
+def _parse_common(text: str) -> ParsedRecord | None:
+    """The whole file in one regex pass when every row is a common one, else None."""
+    rows = _COMMON_ROW.findall(text)
+    if len(rows) != text.count("\n") + (not text.endswith("\n")):
+        return None  # a blank, quoted or unusual row: the general parser decides
+    new = tuple.__new__  # RecordEntry(...) without the Python-level __new__ frame
+    entries = tuple(
+        [
+            new(RecordEntry, (plain or other, digest or None, int(size) if size else None))
+            for plain, other, digest, size in rows
+        ]
+    )
+    unplain = frozenset(row[1] for row in rows if row[1]) if os.sep == "/" else None
+    return ParsedRecord(entries, (), unplain)
+
+
+def parse_record(data: bytes, only_containing: str | None = None) -> ParsedRecord:
+    """Parse RECORD bytes (CSV: path, hash, size).
+
+    ONLY_CONTAINING: parse just the rows whose text contains it (e.g. ".so" for a model of
+    the native files alone); other rows are skipped unread, problems in them unreported.
+    """
     text = data.decode("utf-8", "surrogateescape")
+    if only_containing is None and '"' not in text:
+        common = _parse_common(text)
+        if common is not None:
+            return common
+    return _parse_rows(text, only_containing)
+
+
+def _parse_rows(text: str, only_containing: str | None) -> ParsedRecord:
+    """The general parser, row by row: quoting, odd hashes, malformed rows."""
     entries: list[RecordEntry] = []
     problems: list[RecordProblem] = []
     fullmatch = _B64.fullmatch
@@ -123,9 +170,13 @@ def parse_record(data: bytes) -> ParsedRecord:
     # Split on "\n" only: str.splitlines() also breaks on U+2028, U+0085 and friends,
     # which are legal in file names.
     for number, raw_line in enumerate(text.split("\n"), start=1):
+        if only_containing is not None and only_containing not in raw_line:
+            continue
         line = raw_line[:-1] if raw_line.endswith("\r") else raw_line
         if '"' in line:  # quoted fields (commas in names): the csv module's job
             try:
+                import csv  # here only: every RECORD pip or uv writes takes the fast path
+
                 row = next(csv.reader([line]), [])
             except csv.Error as exc:
                 problems.append(RecordProblem(number, line, f"not CSV: {exc}"))
@@ -163,10 +214,12 @@ def parse_record(data: bytes) -> ParsedRecord:
     return ParsedRecord(tuple(entries), tuple(problems))
 
 
-def parse_installed_files(data: bytes) -> ParsedRecord:
+def parse_installed_files(data: bytes, only_containing: str | None = None) -> ParsedRecord:
     """Parse egg-info ``installed-files.txt``: one path per line, relative to the egg-info dir."""
     text = data.decode("utf-8", "surrogateescape")
     entries = tuple(
-        RecordEntry(line.strip(), None, None) for line in text.split("\n") if line.strip()
+        RecordEntry(line.strip(), None, None)
+        for line in text.split("\n")
+        if line.strip() and (only_containing is None or only_containing in line)
     )
     return ParsedRecord(entries, ())

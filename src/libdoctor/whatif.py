@@ -14,8 +14,6 @@ reported and never followed.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import configparser
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -254,16 +252,6 @@ def removal_set(dist: Distribution, env: Environment, disk: Disk) -> Removal:
     return Removal(dist, tuple(files), tuple(dirs), tuple(absent), tuple(outside))
 
 
-def _digest(entry: RecordEntry) -> tuple[str, bytes] | None:
-    if not entry.hash:
-        return None
-    algorithm, _, encoded = entry.hash.partition("=")
-    try:
-        return algorithm, base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
-    except (binascii.Error, ValueError):
-        return None
-
-
 def _written_state(entry: RecordEntry) -> FileState:
     return FileState(exists=True, is_file=True, size=entry.size or 0)
 
@@ -282,7 +270,7 @@ class Simulation:
         self.dists: list[Distribution] = list(env.distributions)
         self.env = env
         self.disk: Disk = disk
-        self.digests: dict[tuple[str, str], bytes | str] = {}
+        self.digests: dict[tuple[str, str], str | None] = {}
         self.written: set[str] = set()
 
     def _rebuild(self) -> None:
@@ -307,9 +295,8 @@ class Simulation:
         self._forget(files)
         self.written.update(files)
         for path, entry in files.items():
-            digest = _digest(entry)
-            if digest is not None:
-                self.digests[(path, digest[0])] = digest[1]
+            if entry.hash:  # a written file holds the bytes its RECORD row describes
+                self.digests[(path, entry.hash.partition("=")[0])] = entry.hash
         self.dists = [d for d in self.dists if d.metadata_dir != dist.metadata_dir] + [dist]
         self._rebuild()
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import csv
 import io
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from libdoctor.record import parse_record
@@ -35,3 +35,54 @@ def test_csv_written_rows_round_trip(rows: list[tuple[str, int | None]]) -> None
     record = parse_record(out.getvalue().encode("utf-8", "surrogateescape"))
     assert record.problems == ()
     assert [(e.path, e.size) for e in record.entries] == rows
+
+
+# The fast path (one regex over the file) against the general row-by-row parser, on text
+# mixing the rows pip writes with every kind of unusual one.
+_HASH = "sha256=" + "A" * 42 + "-"
+_fields = st.sampled_from(
+    [
+        "a",
+        "b/c.py",
+        "../../../bin/x",
+        "./x",
+        "/abs",
+        "a//b",
+        "a/./b",
+        "a/.hidden",
+        "dir/",
+        "back\\slash",
+        "nul\x00",
+        "sp ace",
+        "caf\udce9.so",
+        "a\u2028b",
+        "x.so.1",
+        "\r",
+        ".",
+        "",
+    ]
+)
+_paths_mixed = st.lists(_fields, min_size=1, max_size=3).map("/".join)
+_hashes = st.sampled_from(["", _HASH, "sha256=short", "md5=" + "A" * 22, "SHA256=" + "a" * 64])
+_sizes = st.sampled_from(["", "0", "123", "-1", "1.5", "\uff11"])  # fullwidth 1
+_common = st.tuples(_paths_mixed, st.sampled_from(["", _HASH]), st.sampled_from(["", "0", "9"]))
+_unusual = st.tuples(_paths_mixed, _hashes, _sizes).map(",".join) | st.sampled_from(["", "a,b"])
+_rows = st.one_of(*[_common.map(",".join)] * 6, _unusual)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_rows, max_size=12), st.sampled_from(["\n", "\r\n"]), st.booleans())
+def test_fast_path_agrees_with_the_general_parser(
+    rows: list[str], newline: str, trailing: bool
+) -> None:
+    from libdoctor.model import is_plain
+    from libdoctor.record import _parse_common, _parse_rows
+
+    text = newline.join(rows) + (newline if trailing and rows else "")
+    fast = _parse_common(text)
+    event("fast path" if fast is not None else "general parser")
+    if fast is None:
+        return  # an unusual row: the general parser alone decides
+    general = _parse_rows(text, None)
+    assert fast.entries == general.entries and general.problems == ()
+    assert fast.unplain == frozenset(e.path for e in general.entries if not is_plain(e.path))

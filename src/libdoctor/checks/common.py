@@ -7,7 +7,6 @@ informing only (and naming the system package manager) for distro-managed ones.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -17,7 +16,9 @@ from libdoctor.findings import DistRef, Fix, Severity
 from libdoctor.fixes import reinstall_fix
 from libdoctor.model import Claim, Environment
 
-Digests = Mapping[tuple[str, str], "bytes | str"]
+# (path, algorithm) -> the file's digest spelled as RECORD spells it ("sha256=<b64>"), so a
+# comparison is one string equality; None: the file could not be read.
+Digests = Mapping[tuple[str, str], "str | None"]
 
 
 def ref(dist: Distribution) -> DistRef:
@@ -63,11 +64,7 @@ class Verdict:
 
 def actual_hash(path: str, expected: str, digests: Digests) -> str | None:
     """The disk's digest of PATH spelled like EXPECTED (``algo=b64``), if it was hashed."""
-    algorithm = expected[: expected.index("=")]
-    digest = digests.get((path, algorithm))
-    if not isinstance(digest, bytes):
-        return None
-    return f"{algorithm}={base64.urlsafe_b64encode(digest).rstrip(b'=').decode()}"
+    return digests.get((path, expected[: expected.index("=")]))
 
 
 def judge(claim: Claim, state: FileState, digests: Digests | None) -> Verdict:

@@ -20,19 +20,18 @@ from libdoctor.checks.common import (
     _plural,
     _repair,
     _severity,
-    actual_hash,
     judge,
     ref,
 )
 from libdoctor.checks.shared import _shared_paths
-from libdoctor.disk import Disk
+from libdoctor.disk import Disk, FileState
 from libdoctor.distributions import Distribution
 from libdoctor.findings import Finding, Severity
 from libdoctor.model import Claim, Environment
 from libdoctor.paths import display, is_bytecode, is_native
 
 if TYPE_CHECKING:
-    from libdoctor.hashing import HashJob
+    from libdoctor.hashing import HashJob, HashRows
 
 __all__ = [
     "Digests",
@@ -42,6 +41,7 @@ __all__ = [
     "check_records",
     "check_untracked",
     "hash_jobs",
+    "hash_rows",
     "judge",
     "ref",
     "untracked_scan_dirs",
@@ -73,6 +73,29 @@ def hash_jobs(env: Environment, disk: Disk) -> list[HashJob]:
             seen.add(key)
             jobs.append(new(HashJob, (path, algorithm, state)))
     return jobs
+
+
+def hash_rows(env: Environment, disk: Disk) -> HashRows:
+    """What decides every --deep digest (see hashing.Unchanged), in one pass."""
+    from libdoctor.hashing import HashRows
+
+    paths: list[str] = []
+    expected: list[str] = []
+    states: list[FileState] = []
+    stat = disk.stat
+    for path, claims in env.claims.items():
+        for claim in claims:
+            digest = claim.entry.hash
+            if digest is not None:
+                paths.append(path)
+                expected.append(digest)
+                states.append(stat(path))
+    records = [
+        (d.metadata_dir, stat(os.path.join(d.metadata_dir, "RECORD")))
+        for d in env.distributions
+        if d.kind == "dist-info"
+    ]
+    return HashRows(paths, expected, states, records)
 
 
 def check_files(env: Environment, disk: Disk, digests: Digests | None = None) -> list[Finding]:
@@ -253,8 +276,10 @@ def _missing_and_altered(
             if digests is None:  # the hot path: sizes only, no Verdict objects
                 continue
             expected = claim.entry.hash
-            if expected is not None and actual_hash(path, expected, digests) == expected:
-                continue  # the common case, decided without a Verdict
+            if expected is not None and digests.get((path, expected[:6])) == expected:
+                # The common case, decided without a call or a Verdict. [:6] is the algorithm
+                # of sha256/384/512 rows; any other row misses here and judge() decides.
+                continue
             verdict = judge(claim, state, digests)
             if verdict.matches is False:
                 altered.append((claim, verdict))

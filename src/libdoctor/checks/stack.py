@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -107,12 +107,16 @@ def analyse_stack(
 def check_stack(
     env: Environment,
     disk: Disk,
-    digests: Digests | None = None,
+    digests: Digests | Callable[[], Digests | None] | None = None,
     analysis: LibraryAnalysis | None = None,
     *,
     reader: Reader = read_file,
 ) -> list[Finding]:
-    """All stack findings. Without ANALYSIS (no loader context) foreign-bytes is skipped."""
+    """All stack findings. Without ANALYSIS (no loader context) foreign-bytes is skipped.
+
+    DIGESTS may be a function, called only if foreign-bytes needs them (last, so that work
+    done in a forked child overlaps with the hashing that produces them).
+    """
     stack = analyse_stack(env, disk, analysis, reader)
     if not stack.builds:
         return []
@@ -120,6 +124,8 @@ def check_stack(
     findings += _pin_mismatch(env, stack)
     findings += _model_unknown(stack)
     if analysis is not None:
+        if callable(digests):
+            digests = digests()
         findings += _foreign_bytes(env, disk, digests, analysis, stack)
     return findings
 

@@ -80,10 +80,13 @@ def progress_factory(enabled: bool) -> Callable[[int, int], Callable[[int], None
 
 def run(args: argparse.Namespace) -> int:
     from libdoctor.analysis import CheckOptions, filter_findings, loader_context, run_check
-    from libdoctor.hashing import default_cache_dir
 
     target = common.discover_target(args)
-    cache_dir = None if args.no_cache else (args.cache_dir or default_cache_dir())
+    cache_dir = None
+    if args.deep and not args.no_cache:  # only --deep hashes, so only it reads the cache
+        from libdoctor.hashing import default_cache_dir
+
+        cache_dir = args.cache_dir or default_cache_dir()
     options = CheckOptions(
         deep=args.deep,
         cache_dir=cache_dir,
