@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from libdoctor.checks.files import Digests, check_files, hash_jobs, hash_rows
+from libdoctor.checks.files import Digests, RecordDigests, check_files, hash_jobs, hash_rows
 from libdoctor.disk import Disk, RealDisk
 from libdoctor.findings import CODES, Finding, Severity
 from libdoctor.model import Environment, build_environment
@@ -35,6 +35,10 @@ class Report:
     files: int
     findings: tuple[Finding, ...]
     hashing: dict[str, int] | None = None
+    # What the checks read, for a caller that wants more than findings.
+    environment: Environment | None = None
+    disk: Disk | None = None
+    digests: Digests | None = None
 
 
 def run_checks(
@@ -78,6 +82,7 @@ def native_checks(
 
 
 NATIVE_ROWS = ".so"  # every path native_claims() and is_native() accept on Linux has it
+NATIVE_PART = "native"  # the hash cache's part for those paths, read by the forked child
 
 
 def native_model(target: Target) -> Environment:
@@ -153,7 +158,7 @@ class _CacheFirst(Mapping[tuple[str, str], "str | None"]):
     def __init__(self, cache_dir: str | None, prefix: str, sent: _Later) -> None:
         from libdoctor.hashing import HashCache
 
-        self._cache = HashCache.load(cache_dir, prefix)
+        self._cache = HashCache.load(cache_dir, prefix, NATIVE_PART)
         self._disk = RealDisk()
         self._later = sent
         self._sent: Digests | None = None
@@ -281,7 +286,10 @@ def run_check(
     if options.deep:
         digests, stats = _digests(env, disk, options, progress)
         if later is not None:  # the child's stack checks may wait for these
-            later.set(digests, {k: v for k, v in digests.items() if NATIVE_ROWS in k[0]})
+            # Unchanged env: the child finds every digest it needs in the cache's native part.
+            fresh = not isinstance(digests, RecordDigests)
+            wire = {k: v for k, v in digests.items() if NATIVE_ROWS in k[0]} if fresh else {}
+            later.set(digests, wire)
         hashing = stats.as_dict()
     if native is None:
         findings = run_checks(env, disk, digests, options.libraries)
@@ -293,6 +301,9 @@ def run_check(
         files=len(env.claims),
         findings=tuple(findings),
         hashing=hashing,
+        environment=env,
+        disk=disk,
+        digests=digests,
     )
 
 
@@ -306,14 +317,15 @@ def _digests(
     stats = HashStats()
     rows = hash_rows(env, disk)
     unchanged = Unchanged.load(options.cache_dir, env.target.prefix)
-    digests = unchanged.digests(rows)
-    if digests is not None:
-        stats.cache_hits = len(digests)
-        return digests, stats
+    if unchanged.holds(rows):
+        stats.cache_hits = unchanged.files
+        return RecordDigests(env, disk, unchanged.differing), stats
     cache = HashCache.load(options.cache_dir, env.target.prefix)
     jobs = hash_jobs(env, disk)
     digests = hash_many(jobs, cache, stats, workers=options.workers, progress=progress)
-    cache.save(env.target.prefix)
+    if cache.dirty:
+        cache.save(env.target.prefix)
+        cache.part(jobs, NATIVE_PART, lambda path: NATIVE_ROWS in path).save(env.target.prefix)
     unchanged.remember(rows, digests)
     unchanged.save(env.target.prefix)
     return digests, stats

@@ -22,7 +22,36 @@ from libdoctor.errors import LibdoctorError
 COMMANDS = ("check", "why", "tree", "probe", "plan", "fix", "uninstall", "restore")
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, sized without importing shutil (2 ms on every run: argparse
+    makes a formatter per add_argument just to check the metavar). Same width rule as
+    shutil.get_terminal_size: $COLUMNS, else the terminal on stdout, else 80."""
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        if width is None:
+            try:
+                columns = int(os.environ.get("COLUMNS", ""))
+            except ValueError:
+                stdout = sys.__stdout__
+                try:
+                    columns = os.get_terminal_size(stdout.fileno()).columns if stdout else 80
+                except (ValueError, OSError):  # closed, detached, not a terminal
+                    columns = 80
+            width = max(columns, 1) - 2
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> Any:  # one line, exit 2, like every other failure
         raise LibdoctorError(f"{message} (see {self.prog} --help)")
 

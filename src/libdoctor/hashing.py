@@ -117,9 +117,10 @@ class HashCache:
     dirty: bool = False
 
     @classmethod
-    def load(cls, cache_dir: str | None, prefix: str) -> HashCache:
-        """The cache of PREFIX: marshal, read in milliseconds (JSON took 3x)."""
-        file, entries = _load(cache_dir, prefix, "marshal")
+    def load(cls, cache_dir: str | None, prefix: str, part: str = "marshal") -> HashCache:
+        """The cache of PREFIX, or a PART of it (see part()): marshal, read in milliseconds
+        (JSON took 3x)."""
+        file, entries = _load(cache_dir, prefix, part)
         if isinstance(entries, dict) and set(map(type, entries.values())) <= {str}:
             return cls(file, entries)  # every value a str: what lookups hand out
         return cls(file)
@@ -145,6 +146,17 @@ class HashCache:
                 entries[(st.device, st.inode, st.size, st.mtime_ns)] = digest
         if entries != self.entries:
             self.entries, self.dirty = entries, True
+
+    def part(self, jobs: Iterable[HashJob], name: str, wanted: Callable[[str], bool]) -> HashCache:
+        """The entries of those JOBS whose path is WANTED, as the cache part NAME: a small
+        file for a reader that needs only those (a forked child and its shared objects)."""
+        entries = {}
+        for path, _, st in jobs:
+            key = (st.device, st.inode, st.size, st.mtime_ns)
+            if wanted(path) and key in self.entries:
+                entries[key] = self.entries[key]
+        file = None if self.file is None else self.file.rpartition(".")[0] + "." + name
+        return HashCache(file, entries, dirty=True)
 
     def save(self, prefix: str) -> None:
         if self.file is not None and self.dirty:
@@ -190,54 +202,51 @@ class Unchanged:
     file: str | None
     fingerprint: bytes = b""
     differing: dict[tuple[str, str], str] = field(default_factory=dict)
+    files: int = 0  # how many digests that makes
 
     @classmethod
     def load(cls, cache_dir: str | None, prefix: str) -> Unchanged:
         file, data = _load(cache_dir, prefix, "unchanged")
         if (
             isinstance(data, tuple)
-            and len(data) == 2
+            and len(data) == 3
             and isinstance(data[0], bytes)
             and isinstance(data[1], dict)
             and set(map(type, data[1].values())) <= {str}
+            and isinstance(data[2], int)
         ):
-            return cls(file, data[0], data[1])
+            return cls(file, data[0], data[1], data[2])
         return cls(file)
 
-    def digests(self, rows: HashRows) -> dict[tuple[str, str], str | None] | None:
-        """Every digest, if ROWS fingerprint as those of the last run; else None."""
-        if self.file is None or not self.fingerprint or rows.fingerprint() != self.fingerprint:
-            return None
-        digests: dict[tuple[str, str], str | None] = {
-            (path, expected[: expected.index("=")]): expected
-            for path, expected, state in zip(rows.paths, rows.expected, rows.states, strict=True)
-            if state.is_file and state.error is None
-        }
-        digests.update(self.differing)
-        return digests
+    def holds(self, rows: HashRows) -> bool:
+        """ROWS fingerprint as those of the last run: every digest is its RECORD hash, but
+        for ``differing``."""
+        return bool(self.file and self.fingerprint) and rows.fingerprint() == self.fingerprint
 
     def remember(self, rows: HashRows, digests: Mapping[tuple[str, str], str | None]) -> None:
         """Keep ROWS' fingerprint and where DIGESTS differ from RECORD; not when a file was
         modified moments ago (see HashCache.keep) or some file could not be read."""
         if self.file is None:
             return
-        self.fingerprint, self.differing = b"", {}  # unless all goes well below
+        self.fingerprint, self.differing, self.files = b"", {}, 0  # unless all goes well
         if rows.modified_since(time.time_ns() - _RACY_NS):
             return
         differing: dict[tuple[str, str], str] = {}
+        keys = set()
         for path, expected, state in zip(rows.paths, rows.expected, rows.states, strict=True):
             if state.is_file and state.error is None:
                 key = (path, expected[: expected.index("=")])
+                keys.add(key)
                 actual = digests.get(key)
                 if actual is None:
                     return
                 if actual != expected:
                     differing[key] = actual
-        self.fingerprint, self.differing = rows.fingerprint(), differing
+        self.fingerprint, self.differing, self.files = rows.fingerprint(), differing, len(keys)
 
     def save(self, prefix: str) -> None:
         if self.file is not None:
-            _save(self.file, prefix, (self.fingerprint, self.differing))
+            _save(self.file, prefix, (self.fingerprint, self.differing, self.files))
 
 
 _buffers = threading.local()

@@ -7,10 +7,10 @@ informing only (and naming the system package manager) for distro-managed ones.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from libdoctor.disk import FileState
+from libdoctor.disk import Disk, FileState
 from libdoctor.distributions import Distribution
 from libdoctor.findings import DistRef, Fix, Severity
 from libdoctor.fixes import reinstall_fix
@@ -19,6 +19,42 @@ from libdoctor.model import Claim, Environment
 # (path, algorithm) -> the file's digest spelled as RECORD spells it ("sha256=<b64>"), so a
 # comparison is one string equality; None: the file could not be read.
 Digests = Mapping[tuple[str, str], "str | None"]
+
+
+class RecordDigests(Mapping[tuple[str, str], "str | None"]):
+    """Digests equal to what RECORD says, but for DIFFERING: an environment the hash cache
+    vouches is unchanged since a run that read it all (hashing.Unchanged). Answered from
+    the claims on demand, instead of a dict of 16k entries that says the same."""
+
+    def __init__(
+        self, env: Environment, disk: Disk, differing: Mapping[tuple[str, str], str]
+    ) -> None:
+        self.env = env
+        self.disk = disk
+        self.differing = differing
+
+    def __getitem__(self, key: tuple[str, str]) -> str | None:
+        found = self.differing.get(key)
+        if found is not None:
+            return found
+        path, algorithm = key
+        state = self.disk.stat(path)
+        if state.is_file and state.error is None:
+            for claim in self.env.claims.get(path, ()):
+                expected = claim.entry.hash
+                if expected is not None and expected.partition("=")[0] == algorithm:
+                    return expected
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        for path, claims in self.env.claims.items():
+            algorithms = {c.entry.hash.partition("=")[0] for c in claims if c.entry.hash}
+            state = self.disk.stat(path)
+            if algorithms and state.is_file and state.error is None:
+                yield from ((path, algorithm) for algorithm in sorted(algorithms))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def ref(dist: Distribution) -> DistRef:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from libdoctor.checks.common import (
     Digests,
+    RecordDigests,
     Verdict,
     _about,
     _are,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Digests",
+    "RecordDigests",
     "Verdict",
     "check_duplicates",
     "check_files",
@@ -251,6 +253,7 @@ def _missing_and_altered(
     findings: list[Finding] = []
     stat = disk.stat
     pycache = f"{os.sep}__pycache__{os.sep}"  # is_bytecode(), inlined: 22k calls
+    differing = digests.differing if isinstance(digests, RecordDigests) else None
     for dist in env.distributions:
         claims = env.claims_of(dist)
         missing: list[str] = []
@@ -276,10 +279,13 @@ def _missing_and_altered(
             if digests is None:  # the hot path: sizes only, no Verdict objects
                 continue
             expected = claim.entry.hash
-            if expected is not None and digests.get((path, expected[:6])) == expected:
-                # The common case, decided without a call or a Verdict. [:6] is the algorithm
-                # of sha256/384/512 rows; any other row misses here and judge() decides.
-                continue
+            if expected is not None:
+                # The common cases, decided without a call or a Verdict.
+                if differing is not None:  # RecordDigests: all agree with RECORD but these
+                    if not differing or (path, expected.partition("=")[0]) not in differing:
+                        continue
+                elif digests.get((path, expected[:6])) == expected:
+                    continue  # [:6]: sha256/384/512; other rows miss here, judge() decides
             verdict = judge(claim, state, digests)
             if verdict.matches is False:
                 altered.append((claim, verdict))

@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     )
     progress = progress_factory(args.deep and sys.stderr.isatty() and not args.json)
     report = run_check(target, options, progress=progress)
+    common.keep_until_exit(report)
     shown = filter_findings(report.findings, args.select, args.ignore, args.all)
     summary = {"distributions": report.distributions, "files": report.files}
     if args.json:
