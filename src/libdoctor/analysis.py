@@ -7,8 +7,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from libdoctor.checks.files import Digests, RecordDigests, check_files, hash_jobs, hash_rows
-from libdoctor.disk import Disk, RealDisk
+from libdoctor.checks.files import (
+    Digests,
+    RecordDigests,
+    check_files,
+    hash_jobs,
+    record_differences,
+)
+from libdoctor.disk import Disk, FileState, RealDisk
 from libdoctor.findings import CODES, Finding, Severity
 from libdoctor.model import Environment, build_environment
 from libdoctor.target import Target
@@ -278,13 +284,14 @@ def run_check(
         )
         disk = RealDisk()
     env = build_environment(target)
+    states = None
     if isinstance(disk, RealDisk):
         pycache = f"{os.sep}__pycache__{os.sep}"  # is_bytecode(), inlined: 22k paths
-        disk.prefetch(p for p in env.claims if not (p.endswith(".pyc") and pycache in p))
+        states = disk.prefetch(p for p in env.claims if not (p.endswith(".pyc") and pycache in p))
     hashing: dict[str, int] | None = None
     digests = None
     if options.deep:
-        digests, stats = _digests(env, disk, options, progress)
+        digests, stats = _digests(env, disk, options, progress, states)
         if later is not None:  # the child's stack checks may wait for these
             # Unchanged env: the child finds every digest it needs in the cache's native part.
             fresh = not isinstance(digests, RecordDigests)
@@ -308,26 +315,56 @@ def run_check(
 
 
 def _digests(
-    env: Environment, disk: Disk, options: CheckOptions, progress: ProgressFactory | None
+    env: Environment,
+    disk: Disk,
+    options: CheckOptions,
+    progress: ProgressFactory | None,
+    states: list[FileState] | None,
 ) -> tuple[Digests, HashStats]:
     """Every --deep digest: all at once if the environment is unchanged since the last run
-    (hashing.Unchanged), else per file from the hash cache, reading what is not there."""
-    from libdoctor.hashing import HashCache, HashStats, Unchanged, hash_many
+    (hashing.Unchanged), else per file from the hash cache, reading what is not there.
+
+    STATES: every claimed file's, as prefetched (None: no shortcut)."""
+    from libdoctor.hashing import (
+        HashCache,
+        HashStats,
+        Unchanged,
+        fingerprint,
+        hash_many,
+        modified_since,
+        racy_ns,
+    )
 
     stats = HashStats()
-    rows = hash_rows(env, disk)
-    unchanged = Unchanged.load(options.cache_dir, env.target.prefix)
-    if unchanged.holds(rows):
-        stats.cache_hits = unchanged.files
-        return RecordDigests(env, disk, unchanged.differing), stats
-    cache = HashCache.load(options.cache_dir, env.target.prefix)
+    prefix = env.target.prefix
+    unchanged = Unchanged.load(options.cache_dir if states is not None else None, prefix)
+    now = b""
+    if unchanged.file is not None and states is not None:
+        records = [
+            (d.metadata_dir, disk.stat(os.path.join(d.metadata_dir, "RECORD")))
+            for d in env.distributions
+            if d.kind == "dist-info"
+        ]
+        now = fingerprint(states, records)
+        if unchanged.holds(now):
+            stats.cache_hits = unchanged.files
+            return RecordDigests(env, disk, unchanged.differing), stats
+        racy = racy_ns()
+        if modified_since(racy, states) or modified_since(racy, (s for _, s in records)):
+            now = b""  # something changed moments ago: no shortcut next time
+    cache = HashCache.load(options.cache_dir, prefix)
     jobs = hash_jobs(env, disk)
     digests = hash_many(jobs, cache, stats, workers=options.workers, progress=progress)
     if cache.dirty:
-        cache.save(env.target.prefix)
-        cache.part(jobs, NATIVE_PART, lambda path: NATIVE_ROWS in path).save(env.target.prefix)
-    unchanged.remember(rows, digests)
-    unchanged.save(env.target.prefix)
+        cache.save(prefix)
+        cache.part(jobs, NATIVE_PART, lambda path: NATIVE_ROWS in path).save(prefix)
+    if unchanged.file is not None:
+        found = record_differences(env, disk, digests) if now else None
+        if found is None:  # no shortcut next time
+            now, found = b"", ({}, 0)
+        unchanged.fingerprint = now
+        unchanged.differing, unchanged.files = found
+        unchanged.save(prefix)
     return digests, stats
 
 

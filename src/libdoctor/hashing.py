@@ -163,40 +163,34 @@ class HashCache:
             _save(self.file, prefix, self.entries)
 
 
-class HashRows(NamedTuple):
-    """What decides every --deep digest of an environment: each claim with a hash, as
-    three columns (the path, its RECORD hash, the file there now), and the identity of
-    every RECORD file, which decides the claims."""
+def fingerprint(states: Sequence[FileState], records: Sequence[tuple[str, FileState]]) -> bytes:
+    """SHA-256 of file identities: every claimed file's state, in order, and each RECORD's
+    (as ``(metadata dir, state)``), which decides what is claimed with which hash. Their
+    contents are what the identities vouch for, as in HashCache. Marshal version 2 of
+    plain tuples: 4 ms for a torch env."""
+    import hashlib
+    import marshal
 
-    paths: list[str]
-    expected: list[str]
-    states: list[FileState]
-    records: list[tuple[str, FileState]]  # (metadata dir, its RECORD's state)
+    rows = [(meta, tuple(state)) for meta, state in records]
+    return hashlib.sha256(marshal.dumps((rows, list(map(tuple, states))), 2)).digest()
 
-    def fingerprint(self) -> bytes:
-        """SHA-256 of the rows' identities: RECORD files and claimed files, in order (their
-        contents are what the identities vouch for, as in HashCache). Marshal version 2 of
-        plain tuples: 4 ms for a torch env; the paths and hashes themselves took 3x."""
-        import hashlib
-        import marshal
 
-        records = [(meta, tuple(state)) for meta, state in self.records]
-        data = marshal.dumps((records, list(map(tuple, self.states))), 2)
-        return hashlib.sha256(data).digest()
+def modified_since(racy_ns: int, states: Iterable[FileState]) -> bool:
+    return any(state.mtime_ns > racy_ns for state in states)
 
-    def modified_since(self, racy: int) -> bool:
-        return any(s.mtime_ns > racy for s in self.states) or any(
-            s.mtime_ns > racy for _, s in self.records
-        )
+
+def racy_ns() -> int:
+    """Files modified after this are never trusted from a cache (see HashCache.keep)."""
+    return time.time_ns() - _RACY_NS
 
 
 @dataclass(slots=True)
 class Unchanged:
     """The hash cache's shortcut for an environment unchanged since the last --deep run.
 
-    It holds the fingerprint of the HashRows then, and the digests that differed from
-    RECORD. The same fingerprint now means the same RECORD files and the same files at the
-    same identities: every other digest is its RECORD hash, without a per-file lookup.
+    It holds that run's fingerprint and the digests that differed from RECORD then. The
+    same fingerprint now means the same RECORD files and the same files at the same
+    identities: every other digest is its RECORD hash, without a per-file lookup.
     """
 
     file: str | None
@@ -218,31 +212,10 @@ class Unchanged:
             return cls(file, data[0], data[1], data[2])
         return cls(file)
 
-    def holds(self, rows: HashRows) -> bool:
-        """ROWS fingerprint as those of the last run: every digest is its RECORD hash, but
-        for ``differing``."""
-        return bool(self.file and self.fingerprint) and rows.fingerprint() == self.fingerprint
-
-    def remember(self, rows: HashRows, digests: Mapping[tuple[str, str], str | None]) -> None:
-        """Keep ROWS' fingerprint and where DIGESTS differ from RECORD; not when a file was
-        modified moments ago (see HashCache.keep) or some file could not be read."""
-        if self.file is None:
-            return
-        self.fingerprint, self.differing, self.files = b"", {}, 0  # unless all goes well
-        if rows.modified_since(time.time_ns() - _RACY_NS):
-            return
-        differing: dict[tuple[str, str], str] = {}
-        keys = set()
-        for path, expected, state in zip(rows.paths, rows.expected, rows.states, strict=True):
-            if state.is_file and state.error is None:
-                key = (path, expected[: expected.index("=")])
-                keys.add(key)
-                actual = digests.get(key)
-                if actual is None:
-                    return
-                if actual != expected:
-                    differing[key] = actual
-        self.fingerprint, self.differing, self.files = rows.fingerprint(), differing, len(keys)
+    def holds(self, fingerprint: bytes) -> bool:
+        """The environment fingerprints as at the last run: every digest is its RECORD
+        hash, but for ``differing``."""
+        return bool(self.file and self.fingerprint) and fingerprint == self.fingerprint
 
     def save(self, prefix: str) -> None:
         if self.file is not None:

@@ -25,14 +25,14 @@ from libdoctor.checks.common import (
     ref,
 )
 from libdoctor.checks.shared import _shared_paths
-from libdoctor.disk import Disk, FileState
+from libdoctor.disk import Disk
 from libdoctor.distributions import Distribution
 from libdoctor.findings import Finding, Severity
 from libdoctor.model import Claim, Environment
 from libdoctor.paths import display, is_bytecode, is_native
 
 if TYPE_CHECKING:
-    from libdoctor.hashing import HashJob, HashRows
+    from libdoctor.hashing import HashJob
 
 __all__ = [
     "Digests",
@@ -43,8 +43,8 @@ __all__ = [
     "check_records",
     "check_untracked",
     "hash_jobs",
-    "hash_rows",
     "judge",
+    "record_differences",
     "ref",
     "untracked_scan_dirs",
 ]
@@ -77,27 +77,29 @@ def hash_jobs(env: Environment, disk: Disk) -> list[HashJob]:
     return jobs
 
 
-def hash_rows(env: Environment, disk: Disk) -> HashRows:
-    """What decides every --deep digest (see hashing.Unchanged), in one pass."""
-    from libdoctor.hashing import HashRows
-
-    paths: list[str] = []
-    expected: list[str] = []
-    states: list[FileState] = []
-    stat = disk.stat
+def record_differences(
+    env: Environment, disk: Disk, digests: Digests
+) -> tuple[dict[tuple[str, str], str], int] | None:
+    """Where DIGESTS differ from what RECORD says, and how many digests there are (what
+    hashing.Unchanged keeps); None when some file with a hash could not be read."""
+    differing: dict[tuple[str, str], str] = {}
+    keys = set()
     for path, claims in env.claims.items():
         for claim in claims:
-            digest = claim.entry.hash
-            if digest is not None:
-                paths.append(path)
-                expected.append(digest)
-                states.append(stat(path))
-    records = [
-        (d.metadata_dir, stat(os.path.join(d.metadata_dir, "RECORD")))
-        for d in env.distributions
-        if d.kind == "dist-info"
-    ]
-    return HashRows(paths, expected, states, records)
+            expected = claim.entry.hash
+            if expected is None:
+                continue
+            state = disk.stat(path)
+            if not state.is_file or state.error:
+                break
+            key = (path, expected[: expected.index("=")])
+            actual = digests.get(key)
+            if actual is None:
+                return None
+            keys.add(key)
+            if actual != expected:
+                differing[key] = actual
+    return differing, len(keys)
 
 
 def check_files(env: Environment, disk: Disk, digests: Digests | None = None) -> list[Finding]:
