@@ -14,6 +14,7 @@ from libdoctor.checks.files import (
     hash_jobs,
     record_differences,
 )
+from libdoctor.child import Later, started_in_child
 from libdoctor.disk import Disk, FileState, RealDisk
 from libdoctor.findings import CODES, Finding, Severity
 from libdoctor.model import Environment, build_environment
@@ -99,69 +100,11 @@ def native_model(target: Target) -> Environment:
     return build_environment(target, scan_target(target, only_containing=NATIVE_ROWS))
 
 
-class _Later:
-    """A value the parent computes after forking, for a child that asks for it: a pipe.
-
-    Without a child (no fork, or the child failed and the work runs here) the value is
-    simply kept.
-    """
-
-    def __init__(self) -> None:
-        self._read, self._write = os.pipe()
-        self._value: Digests | None = None
-        self._have = False
-
-    def forked(self, child: bool) -> None:
-        os.close(self._write if child else self._read)
-        if child:
-            self._write = -1
-        else:
-            self._read = -1
-
-    def set(self, value: Digests, wire: Digests) -> None:
-        """Parent: VALUE here, WIRE (what the child needs of it) down the pipe."""
-        import marshal
-
-        self._value, self._have = value, True
-        if self._write < 0:
-            return
-        if self._read >= 0:  # no child: nobody to send it to
-            os.close(self._read)
-            os.close(self._write)
-            self._read = self._write = -1
-            return
-        import threading
-
-        # A writer thread: the child may not read yet (or ever), and a pipe holds 64 KiB.
-        threading.Thread(
-            target=_send, args=(self._write, marshal.dumps(dict(wire))), daemon=True
-        ).start()
-        self._write = -1
-
-    @property
-    def here(self) -> bool:
-        """The value is in this process (the parent, or no child was forked)."""
-        return self._have
-
-    def get(self) -> Digests | None:
-        if self._have:
-            return self._value
-        import marshal
-
-        with os.fdopen(self._read, "rb") as handle:
-            data = handle.read()
-        self._read = -1
-        if not data:  # the parent failed before hashing: nothing to compare with
-            return None
-        value: Digests = marshal.loads(data)
-        return value
-
-
 class _CacheFirst(Mapping[tuple[str, str], "str | None"]):
     """A forked child's digests: from the hash cache while the file is still the one that
     was hashed (no waiting), else the parent's, sent once its hashing is done."""
 
-    def __init__(self, cache_dir: str | None, prefix: str, sent: _Later) -> None:
+    def __init__(self, cache_dir: str | None, prefix: str, sent: Later[Digests]) -> None:
         from libdoctor.hashing import HashCache
 
         self._cache = HashCache.load(cache_dir, prefix, NATIVE_PART)
@@ -191,63 +134,6 @@ class _CacheFirst(Mapping[tuple[str, str], "str | None"]):
         return len(self._from_parent())
 
 
-def _send(fd: int, data: bytes) -> None:
-    try:
-        with os.fdopen(fd, "wb") as out:  # closing it is the child's EOF
-            out.write(data)
-    except OSError:  # the child is gone: its result is recomputed at the wait
-        pass
-
-
-def _started_in_child(
-    work: Callable[[], list[Finding]], later: _Later | None = None
-) -> Callable[[], list[Finding]]:
-    """Run WORK in a forked child while the caller goes on; the result is a function that
-    waits for it. On a second core this hides the loader work behind the file checks.
-
-    Falls back to running WORK in the caller (at the wait) without fork, on one core, or
-    when the child fails for any reason: the result never depends on the fork. LATER, if
-    given, is a value the caller sets after the fork and the child may wait for.
-    """
-    if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
-        return work
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: no threads exist yet, so forking is safe
-        code = 1
-        try:
-            import pickle
-
-            os.close(read_end)
-            if later is not None:
-                later.forked(child=True)
-            data = pickle.dumps(work(), protocol=pickle.HIGHEST_PROTOCOL)
-            with os.fdopen(write_end, "wb") as out:
-                out.write(data)
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_end)
-    if later is not None:
-        later.forked(child=False)
-
-    def wait() -> list[Finding]:
-        with os.fdopen(read_end, "rb") as handle:
-            data = handle.read()
-        _, status = os.waitpid(pid, 0)
-        if status == 0 and data:
-            import pickle
-
-            try:
-                result: list[Finding] = pickle.loads(data)
-                return result
-            except Exception:  # any damage: compute it here instead
-                pass
-        return work()
-
-    return wait
-
-
 def loader_context(environ: Mapping[str, str], cwd: str) -> LoaderContext:
     """The loader's inputs as the user's next ``python`` would get them."""
     from libdoctor.libraries import LoaderContext
@@ -264,12 +150,12 @@ def run_check(
     disk: Disk | None = None,
 ) -> Report:
     native: Callable[[], list[Finding]] | None = None
-    later: _Later | None = None
+    later: Later[Digests] | None = None
     if disk is None:
         # On the real disk the loader and stack checks go to a child at once, with their
         # own small model, while this process parses every file list and stats every file.
         libraries = options.libraries
-        later = _Later() if options.deep else None
+        later = Later() if options.deep else None
         digests_then: Callable[[], Digests | None] | None = None
         if later is not None:
             sent = later
@@ -278,7 +164,7 @@ def run_check(
             def digests_then() -> Digests | None:
                 return sent.get() if sent.here else _CacheFirst(cache_dir, target.prefix, sent)
 
-        native = _started_in_child(
+        native = started_in_child(
             lambda: native_checks(native_model(target), RealDisk(), digests_then, libraries),
             later,
         )
