@@ -2,7 +2,7 @@
 
 Not a test. Paired runs (each round runs every command once, in turn), medians reported.
 
-    python bench/bench_check.py /path/to/torch-venv [--rounds 7]
+    python bench/bench_check.py /path/to/torch-venv [--rounds 24]
 
 The environment is e.g. a fresh venv with `pip install torch==2.14.1` (22k files, 5.4 GB).
 Budgets (issue 2): check <= 0.3x pip check; check --deep within 1.2x of
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import os
 import statistics
@@ -95,7 +96,7 @@ def read_and_hash_floor(jobs: list[tuple[int, str]]) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("env", type=Path, help="the environment (venv dir) to measure on")
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=12, help="best a multiple of 6")
     parser.add_argument("--deep-rounds", type=int, default=3)
     args = parser.parse_args()
     env = args.env.resolve()
@@ -122,12 +123,12 @@ def main() -> int:
         _, out = _run(deep_cmd)
         hashing = json.loads(out)["tool"]["hashing"]
         times: dict[str, list[float]] = {name: [] for name in commands}
-        order = list(commands)
+        # Each round runs every command once, the rounds cycling through every order of
+        # them: on this VM a run is measurably slower or faster depending on what ran just
+        # before it (and on an idle pause), so each command gets every predecessor alike.
+        orders = list(itertools.permutations(commands))
         for round_number in range(args.rounds):
-            # Each round runs every command once; the order rotates, so no command always
-            # runs right after pip check (whose 0.6 s of work evicts caches).
-            shift = round_number % len(order)
-            for name in order[shift:] + order[:shift]:
+            for name in orders[round_number % len(orders)]:
                 times[name].append(_run(commands[name])[0])
         jobs = _hash_jobs(env)
         deep_times: list[float] = []

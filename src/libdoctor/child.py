@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+_PIPE_BUF = 4096  # POSIX: a write this small to an empty pipe completes at once
 T = TypeVar("T")
 V = TypeVar("V")
 
@@ -44,11 +45,14 @@ class Later(Generic[V]):
             self._read = self._write = -1
             return
         import marshal
-        import threading
 
         data = marshal.dumps(wire)
-        # A writer thread: the child may not read yet (or ever), and a pipe holds 64 KiB.
-        threading.Thread(target=_send, args=(self._write, data), daemon=True).start()
+        if len(data) <= _PIPE_BUF:  # fits an empty pipe at once: the write cannot block
+            _send(self._write, data)
+        else:  # a writer thread: the child may not read yet (or ever); a pipe holds 64 KiB
+            import threading
+
+            threading.Thread(target=_send, args=(self._write, data), daemon=True).start()
         self._write = -1
 
     @property

@@ -8,7 +8,6 @@ reading a byte. It lives in the user's cache dir, never inside the target.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from typing import Any, NamedTuple
 
 from libdoctor.disk import FileState
 
-_CACHE_VERSION = 3  # 3: keyed by file identity, digests spelled as in RECORD
+_CACHE_VERSION = 4  # 4: keyed by file identity, digests spelled as in RECORD
 _RACY_NS = 2_000_000_000
 _CHUNK = 1 << 20
 
@@ -59,10 +58,18 @@ class HashStats:
         }
 
 
-def _cache_file(cache_dir: str, prefix: str, kind: str) -> str:
-    import hashlib
+def _blake2b(data: bytes) -> bytes:
+    """BLAKE2b-256 of DATA, from the module hashlib itself takes it from: importing hashlib
+    sets up OpenSSL (3 ms), more than the whole re-verify of an unchanged env needs."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:  # an interpreter without it: hashlib's is the same function
+        from hashlib import blake2b
+    return blake2b(data, digest_size=32).digest()
 
-    key = hashlib.sha256(os.fsencode(prefix)).hexdigest()[:24]
+
+def _cache_file(cache_dir: str, prefix: str, kind: str) -> str:
+    key = _blake2b(os.fsencode(prefix)).hex()[:24]
     return os.path.join(cache_dir, "hashes", f"{key}.{kind}")
 
 
@@ -164,15 +171,14 @@ class HashCache:
 
 
 def fingerprint(states: Sequence[FileState], records: Sequence[tuple[str, FileState]]) -> bytes:
-    """SHA-256 of file identities: every claimed file's state, in order, and each RECORD's
+    """BLAKE2b-256 of file identities: every claimed file's state, in order, and each RECORD's
     (as ``(metadata dir, state)``), which decides what is claimed with which hash. Their
     contents are what the identities vouch for, as in HashCache. Marshal version 2 of
     plain tuples: 4 ms for a torch env."""
-    import hashlib
     import marshal
 
     rows = [(meta, tuple(state)) for meta, state in records]
-    return hashlib.sha256(marshal.dumps((rows, list(map(tuple, states))), 2)).digest()
+    return _blake2b(marshal.dumps((rows, list(map(tuple, states))), 2))
 
 
 def modified_since(racy_ns: int, states: Iterable[FileState]) -> bool:
@@ -222,24 +228,16 @@ class Unchanged:
             _save(self.file, prefix, (self.fingerprint, self.differing, self.files))
 
 
-_buffers = threading.local()
-
-
-def _buffer() -> tuple[bytearray, memoryview]:
-    """This thread's read buffer, allocated once: a fresh 1 MiB bytearray per file would
-    zero-fill 16 GB for the 16k files of a torch env, more work than hashing them."""
-    found: tuple[bytearray, memoryview] | None = getattr(_buffers, "value", None)
-    if found is None:
-        buffer = bytearray(_CHUNK)
-        found = _buffers.value = (buffer, memoryview(buffer))
-    return found
-
-
-def hash_file(path: str, algorithm: str) -> bytes:
+def hash_file(path: str, algorithm: str, buffer: bytearray | None = None) -> bytes:
+    """The digest of PATH, read in chunks into BUFFER. A thread hashing many files passes
+    one it allocated once: a fresh 1 MiB bytearray per file would zero-fill 16 GB for the
+    16k files of a torch env, more work than hashing them."""
     import hashlib
 
     digest = hashlib.new(algorithm)
-    buffer, view = _buffer()
+    if buffer is None:
+        buffer = bytearray(_CHUNK)
+    view = memoryview(buffer)
     with open(path, "rb", buffering=0) as handle:
         while True:
             count = handle.readinto(buffer)
@@ -292,6 +290,7 @@ def _hash_in_threads(
 ) -> list[tuple[HashJob, str | None]]:
     """Hash TODO (biggest first) on WORKERS threads that each take the next job themselves:
     no future per file, and the main thread only wakes to move the progress bar."""
+    import threading
     from collections import deque
 
     from libdoctor.record import spell_hash
@@ -301,6 +300,7 @@ def _hash_in_threads(
     finished = [0] * workers  # bytes each thread has done, for the progress bar
 
     def work(me: int) -> None:
+        buffer = bytearray(_CHUNK)
         while True:
             try:
                 job = queue.popleft()
@@ -308,7 +308,7 @@ def _hash_in_threads(
                 return
             value: str | None
             try:
-                value = spell_hash(job.algorithm, hash_file(job.path, job.algorithm))
+                value = spell_hash(job.algorithm, hash_file(job.path, job.algorithm, buffer))
             except (OSError, ValueError):
                 value = None
             done.append((job, value))
