@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from libdoctor.checks.files import (
@@ -42,10 +42,11 @@ class Report:
     files: int
     findings: tuple[Finding, ...]
     hashing: dict[str, int] | None = None
-    # What the checks read, for a caller that wants more than findings.
-    environment: Environment | None = None
-    disk: Disk | None = None
-    digests: Digests | None = None
+    # What the checks read, for a caller that wants more than findings (not part of the
+    # report's value: no comparing or printing 22k claims).
+    environment: Environment | None = field(default=None, compare=False, repr=False)
+    disk: Disk | None = field(default=None, compare=False, repr=False)
+    digests: Digests | None = field(default=None, compare=False, repr=False)
 
 
 def run_checks(
