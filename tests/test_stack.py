@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from libdoctor.analysis import native_checks, native_model
+from libdoctor.analysis import CheckOptions, native_checks, native_model, run_check
 from libdoctor.checks.files import check_files, hash_jobs
 from libdoctor.checks.stack import analyse_stack, check_stack
 from libdoctor.disk import RealDisk
@@ -295,6 +295,20 @@ def test_native_model_gives_the_full_models_findings(
         expected = native_checks(full, RealDisk(), known, context)
         assert native_checks(native_model(target), RealDisk(), known, context) == expected
     assert state == "coherent" or expected
+
+
+def test_check_without_a_second_core_gives_the_same_report(
+    overwritten: Venv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """On one core nothing is forked: the loader and stack checks run in the process, with
+    the digests at hand instead of sent down a pipe."""
+    target = from_directory(overwritten.path, "test")
+    context = LoaderContext(probe_loader_system(), None, str(overwritten.path))
+    options = CheckOptions(deep=True, cache_dir=str(tmp_path), libraries=context)
+    forked = run_check(target, options).findings
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert run_check(target, options).findings == forked
+    assert "foreign-bytes" in codes(forked)
 
 
 def test_coherent_env_reports_nothing(coherent: Venv) -> None:
