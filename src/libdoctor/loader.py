@@ -25,14 +25,12 @@ The values live in ``libdoctor.loadervalues`` and the file-system edge in
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
-from libdoctor.elf import DF_1_NODEFLIB, ELFCLASS32, ELFCLASS64, ElfInfo
+from libdoctor.elf import DF_1_NODEFLIB, ElfInfo
 from libdoctor.ldcache import DEFAULT_CACHE_FLAGS
-from libdoctor.loaderfs import EHDR64_SIZE, FileId, Inspection, LoaderFS, RealFS
+from libdoctor.loaderfs import FileId, Inspection, LoaderFS, RealFS
 from libdoctor.loaderfs import InspectionKind as InspectionKind
 from libdoctor.loadervalues import (
     Closure,
@@ -46,12 +44,14 @@ from libdoctor.loadervalues import (
     expand_dst,
     is_extension_module,
     origin_of,
+    path_list,
     split_preload,
 )
 from libdoctor.loadervalues import RequestKind as RequestKind
 from libdoctor.loadervalues import Source as Source
 from libdoctor.loadervalues import Status as Status
 from libdoctor.loadervalues import Via as Via
+from libdoctor.loaderverify import ET_EXEC, Verdict, open_verify
 
 __all__ = [
     "Closure",
@@ -72,8 +72,6 @@ __all__ = [
     "split_preload",
 ]
 
-ET_EXEC = 2
-ET_DYN = 3
 DF_1_PIE = 0x08000000
 _NOT_FOUND = "cannot open shared object file: No such file or directory"
 
@@ -109,7 +107,6 @@ class _Outcome:
     reason: str | None
 
 
-_Verdict = Literal["accept", "skip", "absent", "fatal"]
 _DirPlan = tuple[tuple[str, str, "frozenset[str] | None"], ...]
 
 
@@ -127,8 +124,8 @@ class Loader:
             "",
         )
         self._cache_flags = system.cache_flags or DEFAULT_CACHE_FLAGS
-        self._default_dirs = self._path_list(
-            ":".join(system.default_dirs), "default", None, None, ":", expand=False
+        self._default_dirs = path_list(
+            system, ":".join(system.default_dirs), "default", None, None, ":", expand=False
         )
         self._system_prefixes = tuple(_join(d, "") for d in system.default_dirs if d)
         self._rtld_inspection: Inspection | None = None
@@ -496,7 +493,7 @@ class Loader:
 
     @staticmethod
     def _finish(
-        hit: tuple[_Verdict, str, Inspection, SearchDir | None],
+        hit: tuple[Verdict, str, Inspection, SearchDir | None],
         via: Via,
         searched: list[SearchDir],
         rejected: list[Rejected],
@@ -516,7 +513,7 @@ class Loader:
         dirs: tuple[SearchDir, ...],
         searched: list[SearchDir],
         rejected: list[Rejected],
-    ) -> tuple[_Verdict, str, Inspection, SearchDir] | None:
+    ) -> tuple[Verdict, str, Inspection, SearchDir] | None:
         """glibc's open_path: each dir's hwcaps subdirs, legacy subdirs, then the dir itself."""
         for sd in dirs:
             searched.append(sd)
@@ -554,46 +551,8 @@ class Loader:
         self._plans[directory] = plan
         return plan
 
-    def _verify(self, ins: Inspection) -> tuple[_Verdict, str | None]:
-        """glibc's open_verify: skip other classes/machines, stop hard at anything unloadable."""
-        system = self._config.system
-        if ins.kind == "missing":
-            return "absent", None
-        if ins.kind == "denied":
-            return "skip", "permission denied"
-        if ins.kind == "directory":
-            return "fatal", "cannot read file data: Is a directory"
-        if ins.kind == "unreadable":
-            return "skip", f"cannot read file: {ins.error}"
-        elf = ins.elf
-        if elf is None:
-            return self._verify_head(ins.head, ins.error)
-        if system.elf_class and elf.elf_class != system.elf_class:
-            return "skip", f"wrong ELF class: {_class_name(elf.elf_class)}"
-        if elf.byteorder != self._byteorder():
-            return "fatal", f"ELF file data encoding not {self._byteorder()}-endian"
-        if system.machine and elf.machine != system.machine:
-            return "skip", f"wrong machine: e_machine {elf.machine}"
-        if elf.elf_type not in (ET_EXEC, ET_DYN):
-            return "fatal", "only ET_DYN and ET_EXEC can be loaded"
-        return "accept", None
-
-    def _verify_head(self, head: bytes, error: str | None) -> tuple[_Verdict, str | None]:
-        """The header checks on raw bytes, for files read_elf could not parse."""
-        system = self._config.system
-        if len(head) < EHDR64_SIZE:
-            return "fatal", "file too short"
-        if head[:4] != b"\x7fELF":
-            return "fatal", "invalid ELF header"
-        if system.elf_class and head[4] != system.elf_class:
-            return "skip", f"wrong ELF class: {_class_name(head[4])}"
-        order: Literal["little", "big"] = "little" if head[5] == 1 else "big"
-        if head[5] not in (1, 2) or order != self._byteorder():
-            return "fatal", f"ELF file data encoding not {self._byteorder()}-endian"
-        machine = int.from_bytes(head[18:20], order)
-        if system.machine and machine != system.machine:
-            return "skip", f"wrong machine: e_machine {machine}"
-        return "fatal", error or "malformed ELF file"
+    def _verify(self, ins: Inspection) -> tuple[Verdict, str | None]:
+        return open_verify(ins, self._config.system, self._byteorder())
 
     def _byteorder(self) -> str:
         ins = self._rtld_inspection
@@ -610,7 +569,8 @@ class Loader:
         cached = self._lists.get(key)
         if cached is None:
             # DT_RPATH/DT_RUNPATH split on ':' only (';' is LD_LIBRARY_PATH's), then expand.
-            cached = self._path_list(raw, source, owner.path, owner.origin, ":")
+            system = self._config.system
+            cached = path_list(system, raw, source, owner.path, owner.origin, ":")
             self._lists[key] = cached
         return cached
 
@@ -622,41 +582,9 @@ class Loader:
             # split; a DST without a value empties all of it, which leaves one element: the cwd.
             system = self._config.system
             expanded = expand_dst(raw, origin=main_origin, lib=system.lib, platform=system.platform)
-            cached = self._path_list(expanded or "", "ld_library_path", None, main_origin, ":;")
+            cached = path_list(system, expanded or "", "ld_library_path", None, main_origin, ":;")
             self._lists[key] = cached
         return cached
-
-    def _path_list(
-        self,
-        raw: str,
-        source: Source,
-        owner: str | None,
-        origin: str | None,
-        separators: str,
-        *,
-        expand: bool = True,
-    ) -> tuple[SearchDir, ...]:
-        """glibc's fillin_rpath: empty element = cwd, trailing '/' trimmed, duplicates dropped."""
-        system = self._config.system
-        result: list[SearchDir] = []
-        seen: set[str] = set()
-        elements = re.split(f"[{re.escape(separators)}]", raw)
-        for element in elements:
-            directory = ""
-            if element:
-                value = (
-                    expand_dst(element, origin=origin, lib=system.lib, platform=system.platform)
-                    if expand
-                    else element
-                )
-                if not value:
-                    continue
-                directory = value.rstrip("/") or "/"
-            if directory in seen:
-                continue
-            seen.add(directory)
-            result.append(SearchDir(source, directory, owner, element))
-        return tuple(result)
 
     def _abs(self, path: str) -> str:
         if path.startswith("/"):
@@ -664,7 +592,3 @@ class Loader:
         if not path:
             return self._cwd
         return _join(self._cwd, path)
-
-
-def _class_name(elf_class: int) -> str:
-    return {ELFCLASS32: "ELFCLASS32", ELFCLASS64: "ELFCLASS64"}.get(elf_class, f"class {elf_class}")

@@ -288,3 +288,35 @@ def is_extension_module(filename: str) -> bool:
     ".abi3.so", ".so"); versioned names like "libx.so.1" are never imported.
     """
     return _EXTENSION_RE.search(filename) is not None
+
+
+def path_list(
+    system: LoaderSystem,
+    raw: str,
+    source: Source,
+    owner: str | None,
+    origin: str | None,
+    separators: str,
+    *,
+    expand: bool = True,
+) -> tuple[SearchDir, ...]:
+    """glibc's fillin_rpath: empty element = cwd, trailing '/' trimmed, duplicates dropped."""
+    result: list[SearchDir] = []
+    seen: set[str] = set()
+    elements = re.split(f"[{re.escape(separators)}]", raw)
+    for element in elements:
+        directory = ""
+        if element:
+            value = (
+                expand_dst(element, origin=origin, lib=system.lib, platform=system.platform)
+                if expand
+                else element
+            )
+            if not value:
+                continue
+            directory = value.rstrip("/") or "/"
+        if directory in seen:
+            continue
+        seen.add(directory)
+        result.append(SearchDir(source, directory, owner, element))
+    return tuple(result)

@@ -81,14 +81,8 @@ def run(args: argparse.Namespace) -> int:
     from libdoctor.libraries import LoaderContext
     from libdoctor.loadersystem import probe_loader_system
     from libdoctor.model import build_environment
-    from libdoctor.probe import (
-        StaticPredictor,
-        analyse_probe,
-        default_modules,
-        facts_for,
-        pinned_by,
-        run_child,
-    )
+    from libdoctor.probe import analyse_probe, default_modules, facts_for, run_child
+    from libdoctor.probepredict import StaticPredictor, pinned_by
     from libdoctor.target import discover
 
     if args.timeout <= 0:
