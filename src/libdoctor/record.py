@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -161,17 +162,34 @@ def parse_record(data: bytes, only_containing: str | None = None) -> ParsedRecor
     return _parse_rows(text, only_containing)
 
 
+def _lines_containing(text: str, needle: str) -> Iterator[tuple[int, str]]:
+    """(1-based number, line) of each line of TEXT holding NEEDLE, found with str.find: a
+    tenth of a torch RECORD's lines, without visiting the rest. Lines split on "\n" only:
+    str.splitlines() also breaks on U+2028, U+0085 and friends, legal in file names."""
+    number, counted = 1, 0
+    at = text.find(needle)
+    while at >= 0:
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        number += text.count("\n", counted, start)
+        counted = start
+        yield number, text[start:end]
+        at = text.find(needle, end)
+
+
 def _parse_rows(text: str, only_containing: str | None) -> ParsedRecord:
     """The general parser, row by row: quoting, odd hashes, malformed rows."""
     entries: list[RecordEntry] = []
     problems: list[RecordProblem] = []
     fullmatch = _B64.fullmatch
     new = tuple.__new__  # RecordEntry(...) without the Python-level __new__ frame
-    # Split on "\n" only: str.splitlines() also breaks on U+2028, U+0085 and friends,
-    # which are legal in file names.
-    for number, raw_line in enumerate(text.split("\n"), start=1):
-        if only_containing is not None and only_containing not in raw_line:
-            continue
+    rows: Iterable[tuple[int, str]]
+    if only_containing is None:
+        rows = enumerate(text.split("\n"), start=1)  # "\n" only: see _lines_containing
+    else:
+        rows = _lines_containing(text, only_containing)
+    for number, raw_line in rows:
         line = raw_line[:-1] if raw_line.endswith("\r") else raw_line
         if '"' in line:  # quoted fields (commas in names): the csv module's job
             try:

@@ -86,3 +86,16 @@ def test_fast_path_agrees_with_the_general_parser(
     general = _parse_rows(text, None)
     assert fast.entries == general.entries and general.problems == ()
     assert fast.unplain == frozenset(e.path for e in general.entries if not is_plain(e.path))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(["a.so", "b.py", ".so", "", "x.so.1,y", "\r", "z"]), max_size=12),
+    st.sampled_from([".so", "a", ","]),
+)
+def test_lines_containing_is_the_filtered_split(parts: list[str], needle: str) -> None:
+    from libdoctor.record import _lines_containing
+
+    text = "\n".join(parts)
+    expected = [(n, line) for n, line in enumerate(text.split("\n"), 1) if needle in line]
+    assert list(_lines_containing(text, needle)) == expected
