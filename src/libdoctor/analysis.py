@@ -157,6 +157,8 @@ def run_check(
         # own small model, while this process parses every file list and stats every file.
         libraries = options.libraries
         later = Later() if options.deep else None
+        if options.deep:
+            import libdoctor.hashing  # noqa: F401  (before the fork: both processes use it)
         digests_then: Callable[[], Digests | None] | None = None
         if later is not None:
             sent = later
