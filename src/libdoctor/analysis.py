@@ -143,6 +143,31 @@ def loader_context(environ: Mapping[str, str], cwd: str) -> LoaderContext:
     return LoaderContext(probe_loader_system(), environ.get("LD_LIBRARY_PATH") or None, cwd)
 
 
+def _start_native(
+    target: Target, options: CheckOptions
+) -> tuple[Callable[[], list[Finding]], Later[Digests] | None]:
+    """Start the loader and stack checks in a child at once, on their own small model
+    (native_model), while the caller parses every file list and stats every file. With
+    --deep the child also gets digests: from the cache, or sent by the caller once it has
+    them (see _CacheFirst). Returns the wait for the findings, and where to send digests."""
+    libraries = options.libraries
+    later: Later[Digests] | None = None
+    digests: Callable[[], Digests | None] | None = None
+    if options.deep:
+        import libdoctor.hashing  # noqa: F401  (before the fork: both processes use it)
+
+        sent: Later[Digests] = Later()
+        later = sent
+
+        def digests() -> Digests | None:
+            return sent.get() if sent.here else _CacheFirst(options.cache_dir, target.prefix, sent)
+
+    def work() -> list[Finding]:  # in the child: nothing is read before the fork
+        return native_checks(native_model(target), RealDisk(), digests, libraries)
+
+    return started_in_child(work, later), later
+
+
 def run_check(
     target: Target,
     options: CheckOptions,
@@ -153,24 +178,7 @@ def run_check(
     native: Callable[[], list[Finding]] | None = None
     later: Later[Digests] | None = None
     if disk is None:
-        # On the real disk the loader and stack checks go to a child at once, with their
-        # own small model, while this process parses every file list and stats every file.
-        libraries = options.libraries
-        later = Later() if options.deep else None
-        if options.deep:
-            import libdoctor.hashing  # noqa: F401  (before the fork: both processes use it)
-        digests_then: Callable[[], Digests | None] | None = None
-        if later is not None:
-            sent = later
-            cache_dir = options.cache_dir
-
-            def digests_then() -> Digests | None:
-                return sent.get() if sent.here else _CacheFirst(cache_dir, target.prefix, sent)
-
-        native = started_in_child(
-            lambda: native_checks(native_model(target), RealDisk(), digests_then, libraries),
-            later,
-        )
+        native, later = _start_native(target, options)
         disk = RealDisk()
     env = build_environment(target)
     states = None
