@@ -326,6 +326,21 @@ def test_deep_shortcut_keeps_what_differed_and_notices_a_new_record(
     assert hashing(run)["files_hashed"] == 0, "the file itself is unchanged: per-file cache"
 
 
+def test_damaged_cache_files_are_ignored_not_fatal(
+    new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor
+) -> None:
+    venv = new_venv("cache-damaged")
+    pip_install(venv, make_wheel("ldt-dmg", "1.0", {"dmg/lib/libd.so": lib("d")}))
+    _age(venv.path)
+    first = hashing(libdoctor.check(venv.path, "--json", "--deep"))
+    files = list((libdoctor.cache_dir / "hashes").iterdir())
+    assert {f.suffix for f in files} == {".marshal", ".native", ".unchanged"}
+    for file in files:
+        file.write_bytes(b"\xff not marshal")
+    again = hashing(libdoctor.check(venv.path, "--json", "--deep"))
+    assert again["files_hashed"] == first["files_hashed"] and again["cache_hits"] == 0
+
+
 def test_deep_cache_defaults_to_the_user_cache_dir(
     new_venv: VenvFactory, libdoctor: Libdoctor
 ) -> None:
