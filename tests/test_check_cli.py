@@ -498,3 +498,22 @@ def test_inprocess_runner_matches_subprocess(disc: Venv, module_libdoctor: Libdo
     )
     assert (inproc.rc, inproc.json()["findings"]) == (sub.rc, sub.json()["findings"])
     assert inproc.json()["target"] == sub.json()["target"]
+
+
+def test_the_console_script_runs_the_program(zoo: Zoo, zoo_default: Doc) -> None:
+    """``libdoctor`` (the script pip writes, entry point libdoctor.__main__:run) is the same
+    program as ``python -m libdoctor``."""
+    import json
+    import subprocess
+
+    script = Path(sys.executable).parent / "libdoctor"
+    if not script.exists():
+        pytest.skip(f"no console script beside {sys.executable} (libdoctor not pip-installed)")
+    run = subprocess.run(
+        [str(script), "check", str(zoo.venv.path), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == (1 if zoo_default["summary"]["errors"] else 0), run.stderr
+    assert json.loads(run.stdout)["findings"] == zoo_default["findings"]
