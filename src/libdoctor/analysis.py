@@ -256,7 +256,7 @@ def _digests(
         cache.save(prefix)
         cache.part(jobs, NATIVE_PART, lambda path: NATIVE_ROWS in path).save(prefix)
     if unchanged.file is not None:
-        found = record_differences(env, disk, digests) if now else None
+        found = record_differences(env, jobs, digests) if now else None
         if found is None:  # no shortcut next time
             now, found = b"", ({}, 0)
         unchanged.fingerprint = now

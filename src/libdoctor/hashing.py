@@ -113,6 +113,11 @@ def _save(file: str, prefix: str, payload: Any) -> None:
             os.unlink(tmp)
 
 
+def _identity(st: FileState) -> tuple[int, int, int, int]:
+    """What the hash cache keys a file by: it is the same bytes while these hold."""
+    return (st.device, st.inode, st.size, st.mtime_ns)
+
+
 @dataclass(slots=True)
 class HashCache:
     """Digests keyed by file identity and version: (device, inode, size, mtime_ns).
@@ -137,23 +142,19 @@ class HashCache:
 
     def get(self, job: HashJob) -> str | None:
         """The cached digest of JOB's file, if the file is still the one hashed."""
-        st = job.state
-        digest = self.entries.get((st.device, st.inode, st.size, st.mtime_ns))
+        digest = self.entries.get(_identity(job.state))
         if digest is not None and digest.partition("=")[0] == job.algorithm:
             return digest
         return None
 
     def keep(self, jobs: Iterable[HashJob], digests: Mapping[tuple[str, str], str | None]) -> None:
         """From now on hold exactly the digests of JOBS: files gone or changed drop out."""
-        racy = time.time_ns() - _RACY_NS
+        racy = racy_ns()
         entries = {}
         for path, algorithm, st in jobs:
             digest = digests.get((path, algorithm))
-            # A file modified moments ago is left out: a same-size rewrite within the file
-            # system's timestamp granularity would keep its identity and fool the cache
-            # (git's "racy clean" problem). It is simply hashed again next time.
             if digest is not None and st.mtime_ns <= racy:
-                entries[(st.device, st.inode, st.size, st.mtime_ns)] = digest
+                entries[_identity(st)] = digest
         if entries != self.entries:
             self.entries, self.dirty = entries, True
 
@@ -162,7 +163,7 @@ class HashCache:
         file for a reader that needs only those (a forked child and its shared objects)."""
         entries = {}
         for path, _, st in jobs:
-            key = (st.device, st.inode, st.size, st.mtime_ns)
+            key = _identity(st)
             if wanted(path) and key in self.entries:
                 entries[key] = self.entries[key]
         file = None if self.file is None else self.file.rpartition(".")[0] + "." + name
@@ -194,7 +195,9 @@ def modified_since(racy_ns: int, states: Iterable[FileState]) -> bool:
 
 
 def racy_ns() -> int:
-    """Files modified after this are never trusted from a cache (see HashCache.keep)."""
+    """Files modified after this are never trusted from a cache: a same-size rewrite within
+    the file system's timestamp granularity would keep the file's identity and fool it
+    (git's "racy clean" problem). Such a file is simply hashed again next time."""
     return time.time_ns() - _RACY_NS
 
 
@@ -272,7 +275,7 @@ def hash_many(
     entries = cache.entries
     for job in jobs:
         path, algorithm, st = job
-        # HashCache.get, inlined: one lookup per recorded file (16k in a torch env)
+        # HashCache.get and _identity, inlined: one lookup per recorded file (16k here)
         digest = entries.get((st.device, st.inode, st.size, st.mtime_ns))
         if digest is not None and digest.partition("=")[0] == algorithm:
             results[(path, algorithm)] = digest

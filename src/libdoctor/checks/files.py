@@ -78,28 +78,21 @@ def hash_jobs(env: Environment, disk: Disk) -> list[HashJob]:
 
 
 def record_differences(
-    env: Environment, disk: Disk, digests: Digests
+    env: Environment, jobs: Sequence[HashJob], digests: Digests
 ) -> tuple[dict[tuple[str, str], str], int] | None:
-    """Where DIGESTS differ from what RECORD says, and how many digests there are (what
-    hashing.Unchanged keeps); None when some file with a hash could not be read."""
+    """Where the DIGESTS of the files JOBS named (hash_jobs) differ from what a RECORD
+    says, and how many digests there are (what hashing.Unchanged keeps); None when some
+    file could not be read."""
     differing: dict[tuple[str, str], str] = {}
-    keys = set()
-    for path, claims in env.claims.items():
-        for claim in claims:
+    for path, algorithm, _ in jobs:
+        actual = digests.get((path, algorithm))
+        if actual is None:
+            return None
+        for claim in env.claims[path]:
             expected = claim.entry.hash
-            if expected is None:
-                continue
-            state = disk.stat(path)
-            if not state.is_file or state.error:
-                break
-            key = (path, expected[: expected.index("=")])
-            actual = digests.get(key)
-            if actual is None:
-                return None
-            keys.add(key)
-            if actual != expected:
-                differing[key] = actual
-    return differing, len(keys)
+            if expected and expected.partition("=")[0] == algorithm and expected != actual:
+                differing[(path, algorithm)] = actual
+    return differing, len(jobs)
 
 
 def check_files(env: Environment, disk: Disk, digests: Digests | None = None) -> list[Finding]:

@@ -316,12 +316,7 @@ def fix_lines(target: Target, fix: FixPlan, options: InstallerOptions) -> list[L
         lines += steps_lines(fix.steps, options.args())
         lines.append(Line.of("Repairs:", "bold"))
         for finding in fix.addressed:
-            who = (
-                f"  {finding.distribution.name} {finding.distribution.version}"
-                if finding.distribution
-                else ""
-            )
-            lines.append(Line.of(f"  ✓ {finding.code}{who}", "green"))
+            lines.append(Line.of(f"  ✓ {finding.code}{_who(finding)}", "green"))
     else:
         lines.append(Line.of("Nothing fix can repair by reinstalling.", "bold"))
     if fix.not_handled:
@@ -352,6 +347,11 @@ def fix_lines(target: Target, fix: FixPlan, options: InstallerOptions) -> list[L
     return lines
 
 
+def _who(finding: Finding) -> str:
+    dist = finding.distribution
+    return f"  {dist.name} {dist.version}" if dist else ""
+
+
 def run_lines(
     result: RunResult, before: Sequence[Finding], after: Sequence[Finding] | None
 ) -> list[Line]:
@@ -377,12 +377,7 @@ def run_lines(
     lines.append(Line.of("Before: ", "bold").plus(counts_text(shown(before))))
     lines.append(Line.of("After:  ", "bold").plus(counts_text(shown(after))))
     for finding in diff.resolved:
-        who = (
-            f"  {finding.distribution.name} {finding.distribution.version}"
-            if finding.distribution
-            else ""
-        )
-        lines.append(Line.of(f"  ✓ resolved {finding.code}{who}", "green"))
+        lines.append(Line.of(f"  ✓ resolved {finding.code}{_who(finding)}", "green"))
     if diff.new:
         lines.append(Line.of("New:", "bold red"))
         for finding in diff.new:
