@@ -53,9 +53,9 @@ def sha256_single_core_throughput(megabytes: int = 512, tries: int = 3) -> float
 def _hash_jobs(env: Path) -> list[tuple[int, str]]:
     """(size, path) of every file ``check --deep`` hashes, biggest first."""
     from libdoctor.checks.files import hash_jobs
-    from libdoctor.disk import RealDisk
-    from libdoctor.model import build_environment
-    from libdoctor.target import from_directory
+    from libdoctor.disk.stat import RealDisk
+    from libdoctor.environment.model import build_environment
+    from libdoctor.environment.target import from_directory
 
     disk = RealDisk()
     jobs = hash_jobs(build_environment(from_directory(env, "bench")), disk)

@@ -1,4 +1,4 @@
-"""Benchmark libdoctor.elf.read_elf against pyelftools on every ELF file of an environment.
+"""Benchmark libdoctor.elf.dynamic.read_elf against pyelftools on every ELF file of an environment.
 
 Both readers extract the same facts (class, byte order, machine, type, PT_INTERP,
 DT_NEEDED/SONAME/RPATH/RUNPATH/FLAGS_1); the results are cross-checked. Each file is
@@ -25,7 +25,7 @@ from elftools.elf.dynamic import DynamicSegment
 from elftools.elf.elffile import ELFFile
 from elftools.elf.segments import InterpSegment
 
-from libdoctor.elf import ElfInfo, is_elf_magic, read_elf
+from libdoctor.elf.dynamic import ElfInfo, is_elf_magic, read_elf
 
 _PT = {"PT_DYNAMIC", "PT_INTERP"}
 

@@ -12,7 +12,7 @@ import gc
 
 gc.disable()
 
-from libdoctor.cli import console_main  # noqa: E402  (after gc.disable, on purpose)
+from libdoctor.cli.main import console_main  # noqa: E402  (after gc.disable, on purpose)
 
 
 def run() -> None:

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from libdoctor.elf import ElfFormatError, ElfInfo, is_elf_magic, parse_elf, read_elf
+from libdoctor.elf.dynamic import ElfFormatError, ElfInfo, is_elf_magic, parse_elf, read_elf
 
 FUZZ = settings(
     max_examples=400,
@@ -36,7 +36,7 @@ class Seed:
 
 def _hot_ranges(data: bytes) -> tuple[tuple[int, int], ...]:
     """Header, program headers, PT_INTERP, PT_DYNAMIC and the start of the string table."""
-    ranges = [(16, min(len(data), 64))]  # e_ident has its own tests in test_elf.py
+    ranges = [(16, min(len(data), 64))]  # e_ident has its own tests in elf/test_dynamic.py
     is64 = data[4] == 2
     o = "<" if data[5] == 1 else ">"
     if is64:

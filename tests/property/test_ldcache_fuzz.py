@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from libdoctor.distributions import parse_metadata
-from libdoctor.ldcache import LdCache, LdCacheError, parse_ld_cache
+from libdoctor.environment.distributions import parse_metadata
+from libdoctor.loader.ldcache import LdCache, LdCacheError, parse_ld_cache
 
 SYSTEM_CACHE = Path("/etc/ld.so.cache")
 

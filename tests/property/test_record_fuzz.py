@@ -6,7 +6,7 @@ import io
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from libdoctor.record import parse_record
+from libdoctor.environment.record import parse_record
 
 
 @settings(max_examples=300, deadline=None)
@@ -75,8 +75,8 @@ _rows = st.one_of(*[_common.map(",".join)] * 6, _unusual)
 def test_fast_path_agrees_with_the_general_parser(
     rows: list[str], newline: str, trailing: bool
 ) -> None:
-    from libdoctor.model import is_plain
-    from libdoctor.record import _parse_common, _parse_rows
+    from libdoctor.environment.model import is_plain
+    from libdoctor.environment.record import _parse_common, _parse_rows
 
     text = newline.join(rows) + (newline if trailing and rows else "")
     fast = _parse_common(text)
@@ -94,7 +94,7 @@ def test_fast_path_agrees_with_the_general_parser(
     st.sampled_from([".so", "a", ","]),
 )
 def test_lines_containing_is_the_filtered_split(parts: list[str], needle: str) -> None:
-    from libdoctor.record import _lines_containing
+    from libdoctor.environment.record import _lines_containing
 
     text = "\n".join(parts)
     expected = [(n, line) for n, line in enumerate(text.split("\n"), 1) if needle in line]

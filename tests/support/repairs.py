@@ -26,7 +26,7 @@ __all__ = ["Cli", "diff_states", "fault_injector", "tree_state"]
 
 COMMANDS = ("plan", "fix", "uninstall", "restore")
 _BOOT = (
-    "import sys, libdoctor.cli as c; "
+    "import sys, libdoctor.cli.main as c; "
     f"c.COMMANDS = tuple(dict.fromkeys((*c.COMMANDS, *{COMMANDS!r}))); "
     "sys.exit(c.main(sys.argv[1:]))"
 )

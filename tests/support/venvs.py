@@ -330,11 +330,13 @@ def run_libdoctor_inprocess(
     env: Mapping[str, str | None] | None = None,
     cache_home: Path | None = None,
 ) -> LibdoctorRun:
-    """``libdoctor.cli.main(argv)`` in this process, stdout/stderr captured, SystemExit caught.
+    """``libdoctor.cli.main.main(argv)`` in this process, stdout/stderr captured, SystemExit caught.
 
     Faster than a subprocess and visible to coverage; the subprocess runner stays the reference.
     """
-    from libdoctor.cli import main  # imported late: the CLI may not exist while harness tests run
+    from libdoctor.cli.main import (
+        main,
+    )  # imported late: the CLI may not exist while harness tests run
 
     overrides: dict[str, str | None] = {"VIRTUAL_ENV": None, "CONDA_PREFIX": None}
     if cache_home is not None:

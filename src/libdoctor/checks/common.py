@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from libdoctor.disk import Disk, FileState
-from libdoctor.distributions import Distribution
+from libdoctor.disk.stat import Disk, FileState
+from libdoctor.environment.distributions import Distribution
+from libdoctor.environment.installers import reinstall_fix
+from libdoctor.environment.model import Claim, Environment
 from libdoctor.findings import DistRef, Fix, Severity
-from libdoctor.fixes import reinstall_fix
-from libdoctor.model import Claim, Environment
 
 # (path, algorithm) -> the file's digest spelled as RECORD spells it ("sha256=<b64>"), so a
 # comparison is one string equality; None: the file could not be read.

@@ -25,14 +25,14 @@ from libdoctor.checks.common import (
     ref,
 )
 from libdoctor.checks.shared import _shared_paths
-from libdoctor.disk import Disk
-from libdoctor.distributions import Distribution
+from libdoctor.disk.stat import Disk
+from libdoctor.environment.distributions import Distribution
+from libdoctor.environment.model import Claim, Environment
+from libdoctor.environment.paths import display, is_bytecode, is_native
 from libdoctor.findings import Finding, Severity
-from libdoctor.model import Claim, Environment
-from libdoctor.paths import display, is_bytecode, is_native
 
 if TYPE_CHECKING:
-    from libdoctor.hashing import HashJob
+    from libdoctor.disk.hashing import HashJob
 
 __all__ = [
     "Digests",
@@ -55,7 +55,7 @@ _SHOWN = 20
 
 def hash_jobs(env: Environment, disk: Disk) -> list[HashJob]:
     """The files --deep must read: every present claim that carries a hash."""
-    from libdoctor.hashing import HashJob
+    from libdoctor.disk.hashing import HashJob
 
     jobs: list[HashJob] = []
     seen: set[tuple[str, str]] = set()

@@ -14,14 +14,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from libdoctor.disk import Disk
-from libdoctor.distributions import Distribution, required_names
+from libdoctor.disk.stat import Disk
+from libdoctor.environment.distributions import Distribution, required_names
+from libdoctor.environment.installers import reinstall_argv, steps_fix
+from libdoctor.environment.model import Environment, is_inside
+from libdoctor.environment.paths import display
 from libdoctor.findings import DistRef, Finding, Fix, Severity
-from libdoctor.fixes import reinstall_argv, steps_fix
-from libdoctor.libraries import LibraryAnalysis, module_name
-from libdoctor.loader import Closure, LoadedObject, Resolution, expand_dst
-from libdoctor.model import Environment, is_inside
-from libdoctor.paths import display
+from libdoctor.loader.extensions import LibraryAnalysis, module_name
+from libdoctor.loader.search import Closure, LoadedObject, Resolution, expand_dst
 
 # Libraries the NVIDIA driver installs on the host; pip never provides them.
 DRIVER_LIBRARY = re.compile(

@@ -11,12 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from libdoctor.checks.common import Digests, _are, _plural, _severity, judge
-from libdoctor.disk import Disk
-from libdoctor.distributions import Distribution, required_names
+from libdoctor.disk.stat import Disk
+from libdoctor.environment.distributions import Distribution, required_names
+from libdoctor.environment.installers import reinstall_argv, steps_fix, uninstall_argv
+from libdoctor.environment.model import Claim, Environment
+from libdoctor.environment.paths import display, is_bytecode
 from libdoctor.findings import Finding, Severity
-from libdoctor.fixes import reinstall_argv, steps_fix, uninstall_argv
-from libdoctor.model import Claim, Environment
-from libdoctor.paths import display, is_bytecode
 
 
 def _claims_differ(claims: Sequence[Claim]) -> bool:

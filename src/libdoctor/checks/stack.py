@@ -27,21 +27,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.checks.files import Digests, judge
-from libdoctor.disk import Disk
-from libdoctor.distributions import Distribution
+from libdoctor.disk.stat import Disk
+from libdoctor.environment.distributions import Distribution
+from libdoctor.environment.installers import python_for, reinstall_argv, steps_fix, uninstall_argv
+from libdoctor.environment.model import Claim, Environment, is_inside
+from libdoctor.environment.paths import display, is_bytecode, is_native
 from libdoctor.findings import DistRef, Finding, Fix, Severity
-from libdoctor.fixes import python_for, reinstall_argv, steps_fix, uninstall_argv
-from libdoctor.model import Claim, Environment, is_inside
-from libdoctor.paths import display, is_bytecode, is_native
-from libdoctor.preload import (
-    MODELS,
-    ModelChoice,
-    TorchStart,
-    choose_model,
-    start_torch,
-    torch_extension,
-)
-from libdoctor.stack import (
+from libdoctor.stack.frameworks import (
     CudaPackage,
     FrameworkBuild,
     Pin,
@@ -51,11 +43,19 @@ from libdoctor.stack import (
     detect_frameworks,
     read_file,
 )
+from libdoctor.stack.preload import (
+    MODELS,
+    ModelChoice,
+    TorchStart,
+    choose_model,
+    start_torch,
+    torch_extension,
+)
 
 if TYPE_CHECKING:
-    from libdoctor.libraries import LibraryAnalysis
-    from libdoctor.loader import Closure, Resolution
-    from libdoctor.target import Target
+    from libdoctor.environment.target import Target
+    from libdoctor.loader.extensions import LibraryAnalysis
+    from libdoctor.loader.search import Closure, Resolution
 
 __all__ = ["StackAnalysis", "analyse_stack", "check_stack", "removal_fix"]
 

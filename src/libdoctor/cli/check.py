@@ -1,0 +1,135 @@
+"""``libdoctor check``: every check, read-only."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from libdoctor import __version__
+from libdoctor.cli import common
+
+
+def register(sub: Any) -> None:
+    check = sub.add_parser(
+        "check",
+        help="check every installed distribution against the disk",
+        description="Check every installed distribution's files and native libraries. "
+        "Reads only; never imports or runs code from the target.",
+    )
+    common.add_target_options(check)
+    common.add_output_options(check)
+    common.add_filter_options(check)
+    check.add_argument("--deep", action="store_true", help="also compare file hashes (parallel)")
+    check.add_argument(
+        "--cache-dir", metavar="DIR", help="hash cache location (default: user cache dir)"
+    )
+    check.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the hash cache"
+    )
+    check.add_argument("--workers", type=int, metavar="N", help="hashing threads (default: cores)")
+    check.add_argument(
+        "--no-libraries", action="store_true", help="skip the native library (loader) checks"
+    )
+    check.set_defaults(func=run)
+
+
+def progress_factory(enabled: bool) -> Callable[[int, int], Callable[[int], None]] | None:
+    """A rich progress bar on stderr for long hashing, or None."""
+    if not enabled:
+        return None
+
+    def start(files: int, total: int) -> Callable[[int], None]:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        progress = Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        task = progress.add_task(f"hashing {files:,} files", total=total)
+        progress.start()
+        done = [0]
+
+        def tick(nbytes: int) -> None:
+            done[0] += nbytes
+            progress.update(task, completed=done[0])
+            if done[0] >= total:
+                progress.stop()
+
+        if total == 0:
+            progress.stop()
+        return tick
+
+    return start
+
+
+def run(args: argparse.Namespace) -> int:
+    from libdoctor.analysis.run import CheckOptions, filter_findings, loader_context, run_check
+
+    target = common.discover_target(args)
+    cache_dir = None
+    if args.deep and not args.no_cache:  # only --deep hashes, so only it reads the cache
+        from libdoctor.disk.hashing import default_cache_dir
+
+        cache_dir = args.cache_dir or default_cache_dir()
+    options = CheckOptions(
+        deep=args.deep,
+        cache_dir=cache_dir,
+        workers=args.workers,
+        libraries=None
+        if args.no_libraries
+        else functools.partial(loader_context, dict(os.environ), os.getcwd()),
+    )
+    progress = progress_factory(args.deep and sys.stderr.isatty() and not args.json)
+    report = run_check(target, options, progress=progress)
+    common.keep_until_exit(report)
+    shown = filter_findings(report.findings, args.select, args.ignore, args.all)
+    summary = {"distributions": report.distributions, "files": report.files}
+    if args.json:
+        from libdoctor.report import json as json_report
+
+        tool_extra = {"hashing": report.hashing} if report.hashing is not None else None
+        common.write(
+            json_report.render(
+                target=common.target_dict(target),
+                summary=summary,
+                findings=shown,
+                tool_extra=tool_extra,
+            )
+        )
+    else:
+        from libdoctor.environment.paths import display
+        from libdoctor.report import text as text_report
+
+        header = f"libdoctor {__version__}: {display(target.prefix)} (chosen by {target.chosen_by})"
+        if report.hashing is not None:
+            h = report.hashing
+            header += (
+                f"\nhashed {h['files_hashed']:,} files ({h['bytes_hashed'] / 1e9:.2f} GB), "
+                f"{h['cache_hits']:,} from cache"
+            )
+        common.write(
+            text_report.render(
+                header=header,
+                summary=summary,
+                findings=shown,
+                color=common.use_color(args),
+                verbose=args.verbose,
+            )
+        )
+    return common.exit_code(shown, args.fail_on)

@@ -1,0 +1,113 @@
+"""What every subcommand shares: target and output options, exit codes, colour, output."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from libdoctor.findings import CODES, Finding, Severity
+
+if TYPE_CHECKING:
+    from libdoctor.environment.target import Target
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_ERROR = 2
+
+
+def codes(text: str) -> frozenset[str]:
+    found = frozenset(c.strip() for c in text.split(",") if c.strip())
+    unknown = sorted(found - set(CODES))
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown code(s) {', '.join(unknown)}; known: {', '.join(CODES)}"
+        )
+    return found
+
+
+def add_target_options(parser: argparse.ArgumentParser, *, positional: bool = True) -> None:
+    if positional:
+        parser.add_argument(
+            "target",
+            nargs="?",
+            metavar="TARGET",
+            help="a venv or prefix directory, or a site-packages directory (default: "
+            "$VIRTUAL_ENV, else $CONDA_PREFIX, else the interpreter running libdoctor)",
+        )
+    parser.add_argument(
+        "--python",
+        metavar="PATH",
+        help="inspect the environment of this interpreter (run as `-I -S`: no site hooks)",
+    )
+
+
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour in text output (auto: only on a terminal, never with NO_COLOR)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="list every path")
+
+
+def add_filter_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--select", type=codes, metavar="CODES", help="only these codes (comma-separated)"
+    )
+    parser.add_argument(
+        "--ignore", type=codes, default=frozenset(), metavar="CODES", help="drop these codes"
+    )
+    parser.add_argument(
+        "--fail-on",
+        choices=("error", "warning", "info"),
+        default="error",
+        help="exit 1 when a finding at or above this severity is shown (default: error)",
+    )
+    parser.add_argument("--all", action="store_true", help="also show codes hidden by default")
+
+
+def use_color(args: argparse.Namespace) -> bool:
+    if args.color == "always":
+        return True
+    if args.color == "never" or os.environ.get("NO_COLOR"):
+        return False
+    return sys.stdout.isatty()
+
+
+def discover_target(args: argparse.Namespace) -> Target:
+    from libdoctor.environment.target import discover
+
+    return discover(getattr(args, "target", None), args.python, os.environ)
+
+
+def target_dict(target: Target) -> dict[str, Any]:
+    return {
+        "prefix": target.prefix,
+        "python": target.python,
+        "site_packages": list(target.site_packages),
+        "chosen_by": target.chosen_by,
+    }
+
+
+def exit_code(findings: Sequence[Finding], fail_on: str) -> int:
+    threshold = Severity.parse(fail_on)
+    return EXIT_FINDINGS if any(f.severity >= threshold for f in findings) else EXIT_OK
+
+
+def write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+_KEPT: list[object] = []
+
+
+def keep_until_exit(value: object) -> None:
+    """Hold VALUE until the process ends: the CLI leaves with os._exit, and freeing a torch
+    env's model and stats object by object (100k of them) would cost 12 ms for nothing."""
+    _KEPT.append(value)

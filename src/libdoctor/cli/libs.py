@@ -1,0 +1,67 @@
+"""Shared by ``why`` and ``tree``: run the library analysis for a target, describe results."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from libdoctor.cli import common
+from libdoctor.disk.stat import RealDisk
+from libdoctor.environment.model import Environment
+from libdoctor.environment.paths import display
+from libdoctor.loader.extensions import LibraryAnalysis
+from libdoctor.loader.search import Resolution
+
+
+def run_analysis(args: argparse.Namespace) -> tuple[LibraryAnalysis, RealDisk]:
+    from libdoctor.analysis.run import loader_context
+    from libdoctor.environment.model import build_environment
+    from libdoctor.loader.extensions import analyse
+
+    target = common.discover_target(args)
+    env = build_environment(target)
+    disk = RealDisk()
+    return analyse(env, disk, loader_context(os.environ, os.getcwd())), disk
+
+
+def short(env: Environment, path: str | None) -> str:
+    """A path relative to the site dir or prefix it lives in, for people."""
+    if path is None:
+        return "-"
+    norm = os.path.normpath(path)
+    for root in (*env.target.site_packages, env.target.prefix):
+        if norm.startswith(root.rstrip(os.sep) + os.sep):
+            return display(os.path.relpath(norm, root))
+    return display(norm)
+
+
+def owner_label(env: Environment, path: str | None) -> str:
+    if path is None:
+        return ""
+    owners = env.owners(os.path.normpath(path))
+    return ", ".join(d.display for d in owners)
+
+
+def via_label(env: Environment, res: Resolution) -> str:
+    if res.via is None:
+        return ""
+    if res.via in ("rpath", "runpath") and res.via_owner:
+        return f"{res.via} of {short(env, res.via_owner)}"
+    return res.via.replace("_", " ")
+
+
+def resolution_dict(env: Environment, res: Resolution) -> dict[str, Any]:
+    from libdoctor.checks.libraries import owner_refs, searched_dirs
+
+    return {
+        "name": res.name,
+        "path": display(res.path) if res.path else None,
+        "needed_by": display(res.requester) if res.requester else None,
+        "via": res.via,
+        "via_owner": display(res.via_owner) if res.via_owner else None,
+        "status": res.status,
+        "reason": res.reason,
+        "owner": owner_refs(env, res.path),
+        "searched": searched_dirs(res),
+    }

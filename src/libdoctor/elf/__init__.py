@@ -1,0 +1,1 @@
+"""Reading ELF files: headers, the dynamic section, symbols."""

@@ -1,0 +1,3 @@
+"""The target and what is installed in it: interpreter, site dirs, distributions,
+RECORD, installers.
+"""

@@ -1,0 +1,213 @@
+"""Installed distributions (dist-info and egg-info) read into frozen values."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from libdoctor.environment.record import (
+    ParsedRecord,
+    RecordProblem,
+    parse_installed_files,
+    parse_record,
+)
+from libdoctor.environment.target import SiteDir, Target
+
+
+@dataclass(frozen=True, slots=True)
+class Metadata:
+    name: str
+    version: str
+    requires_dist: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Distribution:
+    name: str
+    version: str
+    key: str  # canonical (PEP 503) name
+    metadata_dir: str  # absolute path of the *.dist-info / *.egg-info
+    kind: str  # "dist-info" | "egg-info"
+    site: SiteDir
+    base_dir: str  # RECORD paths are relative to this directory
+    installer: str | None  # INSTALLER contents ("pip", "uv", ...)
+    requires_dist: tuple[str, ...]
+    record: ParsedRecord | None  # None: no file list at all
+    record_error: str | None  # why the file list could not be read (missing, unreadable)
+
+    @property
+    def display(self) -> str:
+        return f"{self.name} {self.version}"
+
+    @property
+    def external(self) -> bool:
+        """Not installed by a PEP 376 installer (pip, uv, conda all write INSTALLER).
+
+        Typically a distro package (Debian's dist-packages): its files may be patched or
+        stripped by the distro on purpose, and only the distro's package manager repairs it.
+        """
+        return self.installer is None
+
+
+_SEPARATORS = re.compile(r"[-_.]+")
+
+
+def canonicalize_name(name: str) -> str:
+    """PEP 503 normalised name (what packaging.utils.canonicalize_name returns)."""
+    return _SEPARATORS.sub("-", name).lower()
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def parse_metadata(data: bytes) -> Metadata:
+    """Read Name, Version and Requires-Dist from METADATA/PKG-INFO headers (RFC 822 style)."""
+    text = data.decode("utf-8", "surrogateescape")
+    headers: list[tuple[str, str]] = []
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        if line[0] in " \t" and headers:
+            name, value = headers[-1]
+            headers[-1] = (name, value + " " + line.strip())
+            continue
+        name, sep, value = line.partition(":")
+        if sep:
+            headers.append((name.strip().lower(), value.strip()))
+    found = dict(headers)
+    requires = tuple(value for name, value in headers if name == "requires-dist")
+    return Metadata(found.get("name", ""), found.get("version", ""), requires)
+
+
+def _name_from_dirname(dirname: str) -> tuple[str, str]:
+    stem = dirname.rsplit(".", 1)[0]
+    name, _, version = stem.partition("-")
+    version = version.split("-py", 1)[0]
+    return name, version
+
+
+def _read_file_list(
+    path: str, kind: str, site: SiteDir, only_containing: str | None
+) -> tuple[ParsedRecord | None, str | None, str]:
+    """(file list, why it is unusable, the dir its paths are relative to)."""
+    if kind == "dist-info":
+        name, base_dir, parse = "RECORD", site.path, parse_record
+    else:
+        name, base_dir, parse = "installed-files.txt", path, parse_installed_files
+    try:
+        raw = _read(os.path.join(path, name))
+    except OSError as exc:
+        return None, f"{name} unreadable: {exc.strerror}", base_dir
+    if raw is None:
+        # pip always writes RECORD; an egg-info without a file list is merely old.
+        return None, ("no RECORD" if kind == "dist-info" else None), base_dir
+    return parse(raw, only_containing), None, base_dir
+
+
+def _read_dist(
+    site: SiteDir, entry_name: str, only_containing: str | None = None
+) -> Distribution | None:
+    path = os.path.join(site.path, entry_name)
+    kind = "dist-info" if entry_name.endswith(".dist-info") else "egg-info"
+    if not os.path.isdir(path):
+        if kind == "dist-info":
+            return None
+        # A distutils-era PKG-INFO file: metadata only, no file list.
+        meta = parse_metadata(_safe_read(path) or b"")
+        return _make(site, path, kind, meta, entry_name, None, (None, None, site.path))
+    data = _safe_read(os.path.join(path, "METADATA" if kind == "dist-info" else "PKG-INFO"))
+    meta = parse_metadata(data) if data is not None else Metadata("", "", ())
+    installer_bytes = _safe_read(os.path.join(path, "INSTALLER"))
+    installer = installer_bytes.decode("utf-8", "replace").strip() if installer_bytes else ""
+    files = _read_file_list(path, kind, site, only_containing)
+    return _make(site, path, kind, meta, entry_name, installer or None, files)
+
+
+def _safe_read(path: str) -> bytes | None:
+    try:
+        return _read(path)
+    except OSError:
+        return None
+
+
+def _make(
+    site: SiteDir,
+    path: str,
+    kind: str,
+    meta: Metadata,
+    entry_name: str,
+    installer: str | None,
+    files: tuple[ParsedRecord | None, str | None, str],
+) -> Distribution:
+    record, record_error, base_dir = files
+    name, version = meta.name, meta.version
+    if not name or not version:
+        dir_name, dir_version = _name_from_dirname(entry_name)
+        name = name or dir_name
+        version = version or dir_version
+    return Distribution(
+        name=name,
+        version=version,
+        key=canonicalize_name(name),
+        metadata_dir=path,
+        kind=kind,
+        site=site,
+        base_dir=base_dir,
+        installer=installer,
+        requires_dist=meta.requires_dist,
+        record=record,
+        record_error=record_error,
+    )
+
+
+def required_names(dist: Distribution) -> list[str]:
+    """Canonical names DIST requires unconditionally here (markers evaluated, extras off).
+
+    Markers are evaluated for the running interpreter and platform, which are the target's
+    in every case that matters (``platform_system == "Linux"``); unparsable lines are skipped.
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    names = []
+    for text in dist.requires_dist:
+        try:
+            req = Requirement(text)
+            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                continue
+        except (InvalidRequirement, ValueError, KeyError):
+            continue
+        names.append(canonicalize_name(req.name))
+    return names
+
+
+def scan_site(site: SiteDir, only_containing: str | None = None) -> list[Distribution]:
+    try:
+        with os.scandir(site.path) as entries:
+            names = sorted(e.name for e in entries if e.name.endswith((".dist-info", ".egg-info")))
+    except OSError:
+        return []
+    dists = []
+    for name in names:
+        dist = _read_dist(site, name, only_containing)
+        if dist is not None:
+            dists.append(dist)
+    return dists
+
+
+def scan_target(target: Target, only_containing: str | None = None) -> list[Distribution]:
+    """Every distribution of TARGET; ONLY_CONTAINING restricts file lists (see parse_record)."""
+    dists: list[Distribution] = []
+    for site in target.site_dirs:
+        dists.extend(scan_site(site, only_containing))
+    return dists
+
+
+def record_problems(dist: Distribution) -> Iterable[RecordProblem]:
+    return dist.record.problems if dist.record else ()

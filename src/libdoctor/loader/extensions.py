@@ -1,0 +1,176 @@
+"""Loader truth for a whole environment: every extension module resolved as Python loads it.
+
+Static: ELF files are parsed, never run. The interpreter's own closure is the baseline
+process; each extension module is dlopen'ed into it alone (``loader.import_extension``).
+Shared libraries nothing loads (plugins dlopen'ed on demand) are resolved on their own, so
+their gaps can be told apart from real breakage. The file system is seen through the
+``Disk`` view, so a what-if (files removed) resolves as the environment would be.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from libdoctor.disk.stat import Disk
+from libdoctor.elf.symbols import defines_symbol
+from libdoctor.environment.model import Environment, is_inside
+from libdoctor.environment.paths import is_native
+from libdoctor.errors import ElfFormatError
+from libdoctor.loader.search import (
+    Closure,
+    FileId,
+    Inspection,
+    Loader,
+    LoaderFS,
+    Process,
+    RealFS,
+    SearchConfig,
+    is_extension_module,
+)
+from libdoctor.loader.system import LoaderSystem
+
+
+@dataclass(frozen=True, slots=True)
+class LoaderContext:
+    """The process-level inputs, read from the caller's environment by the CLI, not here."""
+
+    system: LoaderSystem
+    ld_library_path: str | None
+    cwd: str
+
+
+class HidingFS:
+    """A LoaderFS that pretends some files are gone (the what-if of a plan)."""
+
+    def __init__(self, base: LoaderFS, hidden: Iterable[str]) -> None:
+        self._base = base
+        self._hidden = frozenset(hidden)
+        by_dir: dict[str, set[str]] = {}
+        for path in self._hidden:
+            directory, _, name = path.rpartition(os.sep)
+            by_dir.setdefault(directory, set()).add(name)
+        self._by_dir = by_dir
+
+    def entries(self, directory: str) -> frozenset[str] | None:
+        names = self._base.entries(directory)
+        hidden = self._by_dir.get(os.path.normpath(directory))
+        if names is None or not hidden:
+            return names
+        return names - hidden
+
+    def inspect(self, path: str) -> Inspection:
+        if os.path.normpath(path) in self._hidden:
+            return Inspection("missing")
+        return self._base.inspect(path)
+
+    def realpath(self, path: str) -> str:
+        return self._base.realpath(path)
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryAnalysis:
+    env: Environment
+    loader: Loader
+    process: Process  # the interpreter right after exec: the baseline of every import
+    python: str  # the interpreter whose closure is the baseline
+    modules: tuple[Closure, ...]  # one per extension module, sorted by path
+    optional: tuple[Closure, ...]  # libraries no extension module loads, each dlopen'ed alone
+    invalid: tuple[tuple[str, str], ...]  # (path, reason): native files that are not valid ELF
+    natives: tuple[str, ...]  # every claimed shared object under the site dirs, present or not
+    module_dists: Mapping[str, str]  # extension module path -> owning distribution key
+
+    def closures(self) -> tuple[Closure, ...]:
+        return self.modules + self.optional
+
+
+def native_claims(env: Environment) -> list[str]:
+    """Shared objects the environment's RECORDs claim under its site dirs (present or not)."""
+    roots = [site.path for site in env.target.site_dirs]
+    return sorted(
+        path
+        for path in env.claims
+        if ".so" in path  # cheap filter before the exact test: 22k paths
+        and is_native(path)
+        and any(is_inside(path, root) for root in roots)
+    )
+
+
+def analyse(env: Environment, disk: Disk, context: LoaderContext) -> LibraryAnalysis:
+    fs: LoaderFS = RealFS()
+    if disk.removed:
+        fs = HidingFS(fs, disk.removed)
+    loader = Loader(SearchConfig(context.system, context.ld_library_path, context.cwd), fs=fs)
+    python = env.target.python or sys.executable
+    process = loader.start_interpreter(python)
+    claimed = native_claims(env)
+    natives = [path for path in claimed if disk.stat(path).is_file]
+    modules = [p for p in natives if is_python_extension(p)]
+    module_closures = tuple(loader.import_extensions(process, modules))
+    reached: set[FileId] = {o.file_id for o in process.objects if o.file_id is not None}
+    for closure in module_closures:
+        reached.update(o.file_id for o in closure.loaded if o.file_id is not None)
+    invalid: list[tuple[str, str]] = []
+    unloaded: list[str] = []
+    module_set = set(modules)
+    for path in natives:
+        inspection = fs.inspect(path)
+        if inspection.kind == "file" and inspection.elf is None:
+            invalid.append((path, inspection.error or "not a valid ELF file"))
+        elif (
+            path not in module_set
+            and inspection.elf is not None
+            and inspection.file_id not in reached
+        ):
+            unloaded.append(path)
+            if inspection.file_id is not None:
+                reached.add(inspection.file_id)  # hard links / copies: resolve once
+    optional = tuple(loader.import_extensions(process, unloaded))
+    module_dists = {
+        path: claims[0].dist.key for path in modules if (claims := env.claims.get(path))
+    }
+    return LibraryAnalysis(
+        env=env,
+        loader=loader,
+        process=process,
+        python=python,
+        modules=module_closures,
+        optional=optional,
+        invalid=tuple(invalid),
+        natives=tuple(claimed),
+        module_dists=module_dists,
+    )
+
+
+def is_python_extension(path: str) -> bool:
+    """Would Python import PATH as an extension module?
+
+    A tagged name (``x.cpython-311-x86_64-linux-gnu.so``, ``x.abi3.so``) says so. A plain
+    ``x.so`` might be a module or just a library (``torch/lib/libtorch.so``): it is a module
+    when it defines ``PyInit_x``, read from its dynamic symbol table.
+    """
+    name = os.path.basename(path)
+    if not is_extension_module(name):
+        return False
+    stem, dot, _ = name[: -len(".so")].partition(".")
+    if dot:
+        return True
+    if not stem.isidentifier():
+        return False
+    try:
+        return defines_symbol(path, f"PyInit_{stem}")
+    except (ElfFormatError, OSError):
+        return False  # an invalid file is reported as elf-invalid instead
+
+
+def module_name(path: str, site_dirs: Iterable[str]) -> str:
+    """``…/site-packages/torch/_C.cpython-311-x86_64-linux-gnu.so`` → ``torch._C``."""
+    for site in site_dirs:
+        if is_inside(path, site):
+            relative = os.path.relpath(path, site)
+            parts = relative.split(os.sep)
+            parts[-1] = parts[-1].split(".", 1)[0]
+            return ".".join(parts)
+    return os.path.basename(path)

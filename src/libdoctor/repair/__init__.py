@@ -1,0 +1,1 @@
+"""Changing an environment safely: fix plans, installer runs, backups, rollback."""

@@ -1,0 +1,235 @@
+"""Backups with a journal, taken before each step of a repair.
+
+Before the first step of a repair, the whole prefix is listed (type, mode, size, mtime of every
+entry; symlinks are never followed). Before each step, every existing file the step may delete
+or overwrite is copied into ``<cache>/backups/<id>/files/`` and the journal
+(``journal.json``, written atomically and fsync'd) records it, *before* the step runs; after the
+step the journal is updated. A killed run leaves the journal ``in-progress``.
+
+The values, reading and finding backups, and the rollback itself (``restore``) are
+``rollback.py``; they are re-exported here.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import os
+import secrets
+import shutil
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from libdoctor.environment.model import is_inside
+from libdoctor.errors import LibdoctorError
+from libdoctor.repair.journal import (
+    _CHUNK,
+    JOURNAL,
+    LISTING,
+    BackupInfo,
+    BackupState,
+    Entry,
+    RestoreResult,
+    SavedFile,
+    StepRecord,
+    _fsync_dir,
+    _Guard,
+    _info_to_json,
+    _kind,
+    _Lock,
+    _now,
+    _rollback,
+    _write_json,
+    interrupted,
+    list_backups,
+    list_tree,
+    load,
+    locate,
+    restore,
+)
+
+__all__ = [
+    "BackupInfo",
+    "BackupSession",
+    "Entry",
+    "RestoreResult",
+    "SavedFile",
+    "StepRecord",
+    "backup_root",
+    "interrupted",
+    "list_backups",
+    "load",
+    "locate",
+    "restore",
+]
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def backup_root(cache_dir: str) -> str:
+    return os.path.join(cache_dir, "backups")
+
+
+def _new_id() -> str:
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def _copy_out(src: str, dest: str) -> str:
+    """Copy SRC to DEST (a new file), fsync'd; returns the sha256 of what was copied."""
+    digest = hashlib.sha256()
+    with open(src, "rb") as reader, open(dest, "xb") as writer:
+        while chunk := reader.read(_CHUNK):
+            digest.update(chunk)
+            writer.write(chunk)
+        writer.flush()
+        os.fsync(writer.fileno())
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- journal I/O
+
+
+def _entry_to_json(entry: Entry) -> list[Any]:
+    return [entry.kind, entry.mode, entry.size, entry.mtime_ns]
+
+
+# --------------------------------------------------------------------------- the session
+
+
+class BackupSession:
+    """The backup of one repair run: ``save`` before each step, ``begin``/``end`` around it.
+
+    Not a value: it owns the journal on disk and keeps it in step with every change.
+    """
+
+    def __init__(self, root: str, prefix: str, command: str) -> None:
+        prefix = os.path.abspath(prefix)
+        root = os.path.abspath(root)
+        if is_inside(root, prefix) or is_inside(os.path.realpath(root), os.path.realpath(prefix)):
+            raise LibdoctorError(f"the backup directory {root} must not be inside {prefix}")
+        self._lock = _Lock(root, prefix)
+        try:
+            pending = interrupted(root, prefix)
+            if pending:
+                raise LibdoctorError(
+                    f"an interrupted repair left backup {pending[-1].id} of {prefix} "
+                    f"unrestored: run `libdoctor restore {pending[-1].id}` first"
+                )
+            self._guard = _Guard(prefix)
+            backup_id = _new_id()
+            self.path = os.path.join(root, backup_id)
+            os.makedirs(os.path.join(self.path, "files"))
+            os.makedirs(os.path.join(self.path, "tmp"))
+            self.listing = list_tree(prefix, skip=root)
+            _write_json(
+                os.path.join(self.path, LISTING),
+                {
+                    "prefix": prefix,
+                    "entries": {p: _entry_to_json(e) for p, e in self.listing.items()},
+                },
+            )
+            self.info = BackupInfo(
+                backup_id, self.path, prefix, _now(), command, "in-progress", (), ()
+            )
+            self._saved: dict[str, SavedFile] = {}
+            self._write()
+        except BaseException:
+            self._lock.release()
+            raise
+
+    @property
+    def tmpdir(self) -> str:
+        """A scratch directory for the installer (TMPDIR), inside the backup."""
+        return os.path.join(self.path, "tmp")
+
+    def _write(self) -> None:
+        _write_json(os.path.join(self.path, JOURNAL), _info_to_json(self.info))
+
+    def save(self, paths: Iterable[str]) -> int:
+        """Copy each path that existed at the listing and is not yet saved; returns how many."""
+        count = 0
+        files = list(self.info.files)
+        for path in paths:
+            before = self.listing.get(path)
+            if path in self._saved or before is None or before.kind not in ("file", "symlink"):
+                continue
+            if not self._guard.allows(path):
+                continue
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue  # gone already: rollback reports it if it was in the listing
+            kind = _kind(st.st_mode)
+            original = (kind, st.st_size, st.st_mtime_ns) == (
+                before.kind,
+                before.size,
+                before.mtime_ns,
+            )
+            if kind == "symlink":
+                saved = SavedFile(
+                    path, "symlink", None, os.readlink(path), 0, st.st_mtime_ns, 0, None, original
+                )
+            elif kind == "file":
+                copy = os.path.join("files", f"{len(files):06d}")
+                digest = _copy_out(path, os.path.join(self.path, copy))
+                saved = SavedFile(
+                    path,
+                    "file",
+                    copy,
+                    None,
+                    stat.S_IMODE(st.st_mode),
+                    st.st_mtime_ns,
+                    st.st_size,
+                    digest,
+                    original,
+                )
+            else:
+                continue
+            self._saved[path] = saved
+            files.append(saved)
+            count += 1
+        if count:
+            _fsync_dir(os.path.join(self.path, "files"))
+        self.info = replace(self.info, files=tuple(files))
+        return count
+
+    def begin(self, argv: Sequence[str], saved: int) -> None:
+        """Journal the step as running: written and fsync'd before it starts."""
+        step = StepRecord(tuple(argv), "running", None, saved)
+        self.info = replace(self.info, steps=(*self.info.steps, step))
+        self._write()
+
+    def end(self, returncode: int, message: str = "") -> None:
+        *done, last = self.info.steps
+        last = replace(
+            last,
+            state="done" if returncode == 0 else "failed",
+            returncode=returncode,
+            message=message,
+        )
+        self.info = replace(self.info, steps=(*done, last))
+        self._write()
+
+    def finish(self, state: BackupState) -> BackupInfo:
+        self.info = replace(self.info, state=state)
+        self._write()
+        self.close()
+        return self.info
+
+    def rollback(self) -> RestoreResult:
+        """Undo every step so far; the journal says whether that worked."""
+        result = _rollback(self.info, self.listing, dry_run=False)
+        state: BackupState = "rolled-back" if result.ok else "failed"
+        event = {"at": _now(), "event": "rolled back", "ok": result.ok}
+        self.info = replace(self.info, state=state, history=(*self.info.history, event))
+        self._write()
+        self.close()
+        return replace(result, backup=self.info)
+
+    def close(self) -> None:
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+        self._lock.release()

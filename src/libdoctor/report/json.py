@@ -1,0 +1,79 @@
+"""The machine format. ``schema_version`` changes only when a key's meaning does."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from libdoctor import __version__
+from libdoctor.environment.paths import display
+from libdoctor.findings import Finding, Severity, count_by_severity
+
+SCHEMA_VERSION = 1
+
+
+def _clean(value: Any) -> Any:
+    """Make any evidence value JSON-safe (paths with undecodable bytes are escaped)."""
+    if isinstance(value, str):
+        return display(value)
+    if isinstance(value, Mapping):
+        return {display(str(k)): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_clean(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return display(str(value))
+
+
+def finding_dict(finding: Finding) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "code": finding.code,
+        "severity": finding.severity.label,
+        "message": display(finding.message),
+    }
+    if finding.distribution is not None:
+        out["distribution"] = {
+            "name": finding.distribution.name,
+            "version": finding.distribution.version,
+        }
+    if finding.paths:
+        out["paths"] = [display(p) for p in finding.paths]
+    if finding.evidence:
+        out["evidence"] = _clean(finding.evidence)
+    if finding.fix is not None:
+        fix: dict[str, Any] = {
+            "command": display(finding.fix.command),
+            "argv": [display(a) for a in finding.fix.argv],
+        }
+        if len(finding.fix.steps) > 1:
+            fix["steps"] = [[display(a) for a in step] for step in finding.fix.steps]
+        if finding.fix.note:
+            fix["note"] = finding.fix.note
+        out["fix"] = fix
+    return out
+
+
+def render(
+    *,
+    target: Mapping[str, Any],
+    summary: Mapping[str, Any],
+    findings: Sequence[Finding],
+    tool_extra: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> str:
+    counts = count_by_severity(findings)
+    document: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "libdoctor", "version": __version__, **(tool_extra or {})},
+        "target": _clean(target),
+        "summary": {
+            **summary,
+            "errors": counts[Severity.ERROR],
+            "warnings": counts[Severity.WARNING],
+            "infos": counts[Severity.INFO],
+        },
+        "findings": [finding_dict(f) for f in findings],
+        **_clean(extra or {}),
+    }
+    return json.dumps(document, indent=2) + "\n"

@@ -1,0 +1,124 @@
+"""The human format: findings grouped by severity, each with its evidence and fix.
+
+The report is built as styled lines. On a terminal rich renders them (colour, messages
+wrapped to the width); otherwise they are written plainly, never wrapped, so paths and
+commands stay whole for grep and copy-paste — and rich is not even imported.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from libdoctor.environment.paths import display
+from libdoctor.findings import Finding, Severity, count_by_severity
+
+_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+_MARK = {Severity.ERROR: "✗", Severity.WARNING: "!", Severity.INFO: "i"}
+_TITLE = {Severity.ERROR: "Errors", Severity.WARNING: "Warnings", Severity.INFO: "Info"}
+PATHS_SHOWN = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One output line: (text, style) spans; ``wrap`` only for prose, never paths/commands."""
+
+    spans: tuple[tuple[str, str], ...]
+    wrap: bool = False
+
+    @classmethod
+    def of(cls, text: str = "", style: str = "", *, wrap: bool = False) -> Line:
+        return cls(((text, style),) if text else (), wrap)
+
+    def plus(self, text: str, style: str = "") -> Line:
+        return Line((*self.spans, (text, style)), self.wrap)
+
+    @property
+    def plain(self) -> str:
+        return "".join(text for text, _ in self.spans)
+
+
+def finding_lines(finding: Finding, verbose: bool) -> list[Line]:
+    head = Line.of("  ").plus(f"{_MARK[finding.severity]} {finding.code}", _STYLE[finding.severity])
+    if finding.distribution is not None:
+        head = head.plus(f"  {finding.distribution.name} {finding.distribution.version}", "bold")
+    lines = [head, Line.of("    " + display(finding.message), wrap=True)]
+    limit = None if verbose else PATHS_SHOWN
+    shown = finding.paths if limit is None else finding.paths[:limit]
+    lines += [Line.of("      " + display(path), "dim") for path in shown]
+    if limit is not None and len(finding.paths) > limit:
+        more = len(finding.paths) - limit
+        lines.append(Line.of(f"      … and {more} more (--verbose or --json for all)", "dim"))
+    if finding.fix is not None:
+        lines.append(Line.of("    fix: ", "green").plus(display(finding.fix.command)))
+        if finding.fix.note:
+            lines.append(Line.of(f"         ({display(finding.fix.note)})", "dim"))
+    lines.append(Line.of())
+    return lines
+
+
+def summary_line(findings: Sequence[Finding], summary: Mapping[str, Any]) -> Line:
+    scope = (
+        f" in {summary.get('distributions', 0)} distributions, {summary.get('files', 0):,} files"
+    )
+    if not findings:
+        return Line.of("No problems found", "bold green").plus(scope)
+    counts = count_by_severity(findings)
+    line = Line.of()
+    for i, (severity, word) in enumerate(
+        ((Severity.ERROR, "error"), (Severity.WARNING, "warning"), (Severity.INFO, "info"))
+    ):
+        n = counts[severity]
+        if i:
+            line = line.plus(", ")
+        label = f"{n} {word}{'' if n == 1 or word == 'info' else 's'}"
+        line = line.plus(label, _STYLE[severity] if n else "")
+    return line.plus(scope)
+
+
+def report_lines(
+    header: str, summary: Mapping[str, Any], findings: Sequence[Finding], verbose: bool
+) -> list[Line]:
+    lines = [Line.of(text, "bold") for text in header.splitlines()]
+    lines.append(Line.of())
+    for severity in sorted(Severity, reverse=True):
+        group = [f for f in findings if f.severity is severity]
+        if not group:
+            continue
+        lines.append(Line.of(f"{_TITLE[severity]} ({len(group)})", _STYLE[severity]))
+        for finding in group:
+            lines += finding_lines(finding, verbose)
+    lines.append(summary_line(findings, summary))
+    return lines
+
+
+def to_string(lines: Sequence[Line], *, color: bool, width: int | None = None) -> str:
+    if not color:
+        return "".join(line.plain + "\n" for line in lines)
+    from rich.console import Console
+    from rich.text import Text
+
+    out = io.StringIO()
+    console = Console(
+        file=out, force_terminal=True, width=width, highlight=False, emoji=False, markup=False
+    )
+    for line in lines:
+        text = Text()
+        for chunk, style in line.spans:
+            text.append(chunk, style=style or None)
+        console.print(text, soft_wrap=not line.wrap)
+    return out.getvalue()
+
+
+def render(
+    *,
+    header: str,
+    summary: Mapping[str, Any],
+    findings: Sequence[Finding],
+    color: bool,
+    width: int | None = None,
+    verbose: bool = False,
+) -> str:
+    return to_string(report_lines(header, summary, findings, verbose), color=color, width=width)

@@ -1,0 +1,1 @@
+"""Frameworks and their CUDA builds: versions, pins, CUDA packages, torch's preload."""

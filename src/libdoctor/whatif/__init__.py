@@ -1,0 +1,1 @@
+"""An uninstall or install applied to the model, and the findings that change."""

@@ -1,0 +1,407 @@
+"""What an uninstall, an install or a repair would do, predicted from the files alone.
+
+Nothing here writes anything. A plan is the same checks as ``libdoctor check`` (``run_checks``)
+run twice: on the environment as it is, and on the environment as it *would be* — the model
+without the removed distributions (or with the new ones) over a disk view (``Overlay``) in which
+the removed paths are gone and the written ones hold the bytes their RECORD describes. The
+findings the second run has and the first has not are what the change breaks.
+
+The disk view, pip's removal set and the step-by-step ``Simulation`` are ``whatif.py``; reading
+a wheel and placing its files is ``wheelfile.py``. Both are re-exported here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from libdoctor.analysis.run import run_checks
+from libdoctor.disk.stat import Disk
+from libdoctor.environment.distributions import Distribution, canonicalize_name
+from libdoctor.environment.installers import reinstall_argv, uninstall_argv
+from libdoctor.environment.model import Environment
+from libdoctor.environment.target import Target
+from libdoctor.environment.wheel import WheelFile, read_wheel, wheel_distribution
+from libdoctor.errors import LibdoctorError
+from libdoctor.findings import Finding, Severity
+from libdoctor.whatif.simulation import Overlay, Removal, Simulation, removal_set
+
+if TYPE_CHECKING:
+    from libdoctor.loader.extensions import LoaderContext
+
+__all__ = [
+    "CoOwned",
+    "FindingDiff",
+    "Overlay",
+    "Overwrite",
+    "Plan",
+    "Removal",
+    "Simulation",
+    "Step",
+    "WheelFile",
+    "diff_findings",
+    "find_distribution",
+    "finding_key",
+    "plan_install",
+    "plan_uninstall",
+    "read_wheel",
+    "reinstall_step",
+    "removal_set",
+    "uninstall_step",
+    "wheel_distribution",
+]
+
+StepAction = Literal["uninstall", "reinstall", "install"]
+# Evidence keys that name *what* a finding is about beyond its paths (a soname, a library).
+_SUBJECT_KEYS = ("soname", "needed", "library", "name")
+# Installers whose steps libdoctor can back up and roll back (conda also rewrites conda-meta).
+RUNNABLE_INSTALLERS = frozenset({"pip", "uv"})
+
+
+# --------------------------------------------------------------------------- distributions
+
+
+def _exists(disk: Disk, path: str) -> bool:
+    """``os.path.exists`` as pip calls it: false for dangling links and unreadable paths."""
+    state = disk.stat(path)
+    return state.exists and state.error is None
+
+
+def find_distribution(env: Environment, name: str) -> Distribution:
+    """The distribution ``pip uninstall NAME`` would act on, or a one-line error."""
+    key = canonicalize_name(name)
+    found = [d for d in env.distributions if d.key == key]
+    local = [d for d in found if not d.site.inherited]
+    if local:
+        return local[0]
+    if found:
+        raise LibdoctorError(
+            f"{found[0].display} is installed in the base interpreter's site-packages "
+            f"({found[0].site.path}), outside {env.target.prefix}: pip will not uninstall it here"
+        )
+    raise LibdoctorError(f"{name} is not installed in {env.target.prefix}")
+
+
+# --------------------------------------------------------------------------- comparing findings
+
+
+def finding_key(finding: Finding) -> tuple[Any, ...]:
+    """What makes two findings the same problem: code, distribution, paths, subject."""
+    dist = (
+        (canonicalize_name(finding.distribution.name), finding.distribution.version)
+        if finding.distribution
+        else None
+    )
+    subject = tuple(
+        (k, finding.evidence[k]) for k in _SUBJECT_KEYS if isinstance(finding.evidence.get(k), str)
+    )
+    return (finding.code, dist, tuple(sorted(finding.paths)), subject)
+
+
+@dataclass(frozen=True, slots=True)
+class FindingDiff:
+    new: tuple[Finding, ...]  # in after, not in before (or worse: it gained paths)
+    resolved: tuple[Finding, ...]  # in before, nothing left of it in after
+    kept: tuple[Finding, ...]  # in both, no worse (as after has them; maybe fewer paths)
+
+
+def _same_problem(a: Finding, b: Finding) -> bool:
+    """One problem seen twice: same code, distribution and subject, overlapping paths."""
+    ka, kb = finding_key(a), finding_key(b)
+    if (ka[0], ka[1], ka[3]) != (kb[0], kb[1], kb[3]):
+        return False
+    return bool(set(a.paths) & set(b.paths)) or (not a.paths and not b.paths)
+
+
+def diff_findings(before: Sequence[Finding], after: Sequence[Finding]) -> FindingDiff:
+    """A finding that lost paths is the same problem, smaller: kept, not resolved + new."""
+
+    def no_worse(f: Finding) -> bool:
+        return any(_same_problem(f, b) and set(f.paths) <= set(b.paths) for b in before)
+
+    return FindingDiff(
+        new=tuple(f for f in after if not no_worse(f)),
+        resolved=tuple(b for b in before if not any(_same_problem(f, b) for f in after)),
+        kept=tuple(f for f in after if no_worse(f)),
+    )
+
+
+# --------------------------------------------------------------------------- plans
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One installer command. ``dist`` names the distribution it acts on (by metadata dir);
+    ``wheel`` the wheel file it installs."""
+
+    action: StepAction
+    argv: tuple[str, ...]
+    name: str
+    version: str
+    dist: Distribution | None = None
+    wheel: str | None = None
+    reason: str = ""
+
+    @property
+    def installer(self) -> str:
+        return (self.dist.installer if self.dist and self.dist.installer else "pip").lower()
+
+
+@dataclass(frozen=True, slots=True)
+class CoOwned:
+    """A path in the removal set that another distribution, which stays, also claims."""
+
+    path: str
+    removed_with: Distribution
+    owners: tuple[Distribution, ...]
+    identical: bool  # every claim records the same bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Overwrite:
+    """A path a wheel would write over: another distribution's file, or an unowned one."""
+
+    path: str
+    wheel: str  # "name version"
+    owners: tuple[Distribution, ...]  # () for a file no RECORD claims
+    identical: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    action: Literal["uninstall", "install"]
+    target: Target
+    subjects: tuple[str, ...]  # "cudnn-b 9.24.0"
+    steps: tuple[Step, ...]
+    removals: tuple[Removal, ...] = ()
+    co_owned: tuple[CoOwned, ...] = ()
+    overwrites: tuple[Overwrite, ...] = ()
+    new: tuple[Finding, ...] = ()
+    resolved: tuple[Finding, ...] = ()
+    repair: tuple[Step, ...] = ()  # after ``steps``, reinstalls that undo the damage
+    after_repair: tuple[Finding, ...] | None = None  # new findings left after the repair
+    notes: tuple[str, ...] = ()
+    distributions: int = 0
+    files: int = 0
+    before: tuple[Finding, ...] = ()  # every finding of the environment as it is
+
+    @property
+    def breaks(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.new if f.severity >= Severity.ERROR)
+
+    @property
+    def verdict(self) -> Literal["safe", "breaks"]:
+        return "breaks" if self.breaks else "safe"
+
+    @property
+    def repair_is_safe(self) -> bool:
+        return bool(self.repair) and not any(
+            f.severity >= Severity.ERROR for f in (self.after_repair or ())
+        )
+
+
+def _co_owned(removal: Removal, env: Environment, leaving: set[str]) -> list[CoOwned]:
+    out = []
+    for path in removal.files:
+        claims = env.claims.get(path, ())
+        others = [c for c in claims if c.dist.metadata_dir not in leaving]
+        if not others:
+            continue
+        hashes = {(c.entry.hash, c.entry.size) for c in claims}
+        owners = tuple({c.dist.metadata_dir: c.dist for c in others}.values())
+        out.append(CoOwned(path, removal.dist, owners, identical=len(hashes) == 1))
+    return out
+
+
+def _choose_repairs(co_owned: Sequence[CoOwned], env: Environment) -> list[Distribution]:
+    """The fewest co-owners whose reinstall puts every co-owned path back.
+
+    A path with identical claims is restored by any one of them (the empty ``nvidia/__init__.py``
+    that every nvidia wheel ships needs one reinstall, not fifteen); a path with differing
+    claims needs each of its owners. Greedy set cover, largest first, names breaking ties.
+    """
+    chosen: dict[str, Distribution] = {}
+    uncovered: list[CoOwned] = []
+    for item in co_owned:
+        if item.identical:
+            uncovered.append(item)
+        else:
+            for owner in item.owners:
+                chosen[owner.metadata_dir] = owner
+    while True:
+        uncovered = [i for i in uncovered if not any(o.metadata_dir in chosen for o in i.owners)]
+        if not uncovered:
+            break
+        counts: dict[str, int] = {}
+        by_dir: dict[str, Distribution] = {}
+        for item in uncovered:
+            for owner in item.owners:
+                counts[owner.metadata_dir] = counts.get(owner.metadata_dir, 0) + 1
+                by_dir[owner.metadata_dir] = owner
+        best = max(counts, key=lambda k: (counts[k], -len(by_dir[k].key), by_dir[k].key))
+        chosen[best] = by_dir[best]
+    return sorted(
+        (d for d in chosen.values() if not d.external and not d.site.inherited),
+        key=lambda d: d.key,
+    )
+
+
+def uninstall_step(dist: Distribution, target: Target, reason: str = "") -> Step:
+    return Step(
+        "uninstall", uninstall_argv(dist, target), dist.name, dist.version, dist, None, reason
+    )
+
+
+def reinstall_step(dist: Distribution, target: Target, reason: str = "") -> Step:
+    return Step(
+        "reinstall", reinstall_argv(dist, target), dist.name, dist.version, dist, None, reason
+    )
+
+
+def plan_uninstall(
+    env: Environment,
+    disk: Disk,
+    names: Sequence[str],
+    libraries: LoaderContext | None = None,
+) -> Plan:
+    """``pip uninstall NAME...`` predicted: removal set, co-owned files, new findings, repair."""
+    dists: list[Distribution] = []
+    for name in names:
+        dist = find_distribution(env, name)
+        if all(d.metadata_dir != dist.metadata_dir for d in dists):
+            dists.append(dist)
+    leaving = {d.metadata_dir for d in dists}
+    before = run_checks(env, disk, None, libraries)
+    sim = Simulation(env, disk, libraries)
+    removals = [sim.uninstall(d) for d in dists]
+    co_owned = [c for r in removals for c in _co_owned(r, env, leaving)]
+    diff = diff_findings(before, sim.findings())
+    notes = _uninstall_notes(env, removals)
+    repair: list[Step] = []
+    after_repair: tuple[Finding, ...] | None = None
+    if any(f.severity >= Severity.ERROR for f in diff.new):
+        owners = _choose_repairs(co_owned, env)
+        if owners:
+            for owner in owners:
+                sim.reinstall(owner)
+                paths = sum(1 for c in co_owned if owner in c.owners)
+                repair.append(
+                    reinstall_step(
+                        owner,
+                        env.target,
+                        f"puts back {paths} co-owned file{'s' if paths != 1 else ''}",
+                    )
+                )
+            after_repair = diff_findings(before, sim.findings()).new
+    return Plan(
+        action="uninstall",
+        target=env.target,
+        subjects=tuple(d.display for d in dists),
+        steps=tuple(uninstall_step(d, env.target) for d in dists),
+        removals=tuple(removals),
+        co_owned=tuple(co_owned),
+        new=diff.new,
+        resolved=diff.resolved,
+        repair=tuple(repair),
+        after_repair=after_repair,
+        notes=tuple(notes),
+        distributions=len(env.distributions),
+        files=len(env.claims),
+        before=tuple(before),
+    )
+
+
+def _is_venv(target: Target) -> bool:
+    return os.path.isfile(os.path.join(target.prefix, "pyvenv.cfg"))
+
+
+def _uninstall_notes(env: Environment, removals: Sequence[Removal]) -> list[str]:
+    notes = []
+    for removal in removals:
+        if removal.outside:
+            where = (
+                "pip refuses to touch them inside a virtual environment"
+                if _is_venv(env.target)
+                else "outside a virtual environment pip deletes them"
+            )
+            notes.append(
+                f"{removal.dist.display}: RECORD names {len(removal.outside)} path(s) outside "
+                f"the prefix (first: {removal.outside[0]}); {where}. libdoctor never follows them."
+            )
+        if removal.absent:
+            notes.append(
+                f"{removal.dist.display}: {len(removal.absent)} RECORD path(s) already gone "
+                "from disk: nothing to delete there."
+            )
+        dupes = [
+            d
+            for d in env.distributions
+            if d.key == removal.dist.key and d.metadata_dir != removal.dist.metadata_dir
+        ]
+        if dupes:
+            notes.append(
+                f"{removal.dist.name} has {len(dupes) + 1} metadata directories; pip uninstalls "
+                f"one per run (planned: {removal.dist.metadata_dir})."
+            )
+    return notes
+
+
+def plan_install(
+    env: Environment,
+    disk: Disk,
+    wheels: Sequence[WheelFile],
+    libraries: LoaderContext | None = None,
+) -> Plan:
+    """``pip install WHEEL...`` predicted: overwrites of other distributions' files, and the
+    new findings of the environment with the wheels installed."""
+    before = run_checks(env, disk, None, libraries)
+    sim = Simulation(env, disk, libraries)
+    removals: list[Removal] = []
+    overwrites: list[Overwrite] = []
+    notes: list[str] = []
+    installer = _target_installer(env)
+    for wheel in wheels:
+        replaced = [d for d in sim.env.distributions if d.key == wheel.key and not d.site.inherited]
+        if any(d.version == wheel.version for d in replaced):
+            notes.append(
+                f"{wheel.display} is already installed: pip would do nothing "
+                "(--force-reinstall would rewrite its files)"
+            )
+            continue
+        for old in replaced:
+            removals.append(sim.uninstall(old))
+            notes.append(
+                f"{wheel.display} replaces the installed {old.display} (pip uninstalls it first)"
+            )
+        dist, files = wheel_distribution(wheel, env.target, installer)
+        for path, entry in files.items():
+            claims = sim.env.claims.get(path, ())
+            if claims:
+                identical = all(c.entry.hash == entry.hash for c in claims) and bool(entry.hash)
+                owners = tuple({c.dist.metadata_dir: c.dist for c in claims}.values())
+                overwrites.append(Overwrite(path, wheel.display, owners, identical))
+            elif _exists(sim.disk, path) and os.path.dirname(path) != dist.metadata_dir:
+                overwrites.append(Overwrite(path, wheel.display, (), False))
+        sim.write(dist, files)
+    diff = diff_findings(before, sim.findings())
+    return Plan(
+        action="install",
+        target=env.target,
+        subjects=tuple(w.display for w in wheels),
+        steps=(),
+        removals=tuple(removals),
+        overwrites=tuple(overwrites),
+        new=diff.new,
+        resolved=diff.resolved,
+        notes=tuple(notes),
+        distributions=len(env.distributions),
+        files=len(env.claims),
+        before=tuple(before),
+    )
+
+
+def _target_installer(env: Environment) -> str:
+    installers = [d.installer.lower() for d in env.distributions if d.installer]
+    return "uv" if installers and installers.count("uv") > len(installers) // 2 else "pip"

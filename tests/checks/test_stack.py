@@ -1,0 +1,567 @@
+"""Stack truth: framework builds, CUDA majors, pins and the bytes a framework really loads.
+
+Pure parts are table tests on values. The findings are checked on real venvs: a fake CUDA 13
+torch (torch 2.14's preload flow, gcc-built libraries) and fake nvidia wheels for CUDA 12
+and 13 that share paths, installed by the real pip; then the fixes are run for real.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from libdoctor.analysis.run import CheckOptions, native_checks, native_model, run_check
+from libdoctor.checks.files import check_files, hash_jobs
+from libdoctor.checks.stack import analyse_stack, check_stack
+from libdoctor.disk.hashing import HashCache, HashStats, hash_many
+from libdoctor.disk.stat import RealDisk
+from libdoctor.environment.distributions import Distribution
+from libdoctor.environment.model import Environment, build_environment
+from libdoctor.environment.record import ParsedRecord, RecordEntry
+from libdoctor.environment.target import SiteDir, Target, from_directory
+from libdoctor.findings import Finding, Severity
+from libdoctor.loader.extensions import LoaderContext, analyse
+from libdoctor.loader.system import probe_loader_system
+from libdoctor.stack.frameworks import (
+    RequirementIndex,
+    cuda_major_of,
+    detect_frameworks,
+    parse_cupy_name,
+    parse_torch_version_py,
+)
+from support.stackfake import TorchStack, fake_lib, torch_version_py
+from support.venvs import Libdoctor, Venv, VenvFactory, pip_env, pip_install
+from support.wheels import WheelFactory
+
+# --------------------------------------------------------------------------- pure parts
+
+REAL_VERSION_PY = b"""from typing import Optional
+
+__all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip', 'rocm', 'xpu']
+__version__ = '2.14.1+cu130'
+debug = False
+cuda: Optional[str] = '13.0'
+git_version = '5c4886908584029761b579af026dcfb627c84070'
+hip: Optional[str] = None
+rocm: Optional[str] = None
+xpu: Optional[str] = None
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "version", "cuda", "problem"),
+    [
+        (REAL_VERSION_PY, "2.14.1+cu130", "13.0", None),
+        (torch_version_py("2.9.1+cu128", "12.8"), "2.9.1+cu128", "12.8", None),
+        (torch_version_py("2.14.1+cpu", None), "2.14.1+cpu", None, None),
+        (b"__version__ = '2.0'\n", "2.0", None, "assigns no cuda"),
+        (b"cuda = '12.1'\n", None, "12.1", "no __version__"),
+        (b"__version__ = (\n", None, None, "does not parse"),
+        (b"__version__ = '2.1'\ncuda = get()\n", "2.1", None, "assigns no cuda"),
+    ],
+)
+def test_parse_torch_version_py(
+    text: bytes, version: str | None, cuda: str | None, problem: str | None
+) -> None:
+    values, found = parse_torch_version_py(text)
+    assert values.get("__version__") == version
+    assert values.get("cuda") == cuda
+    assert (found is None) == (problem is None)
+    if problem:
+        assert found is not None and problem in found
+
+
+@pytest.mark.parametrize(
+    ("key", "cuda"),
+    [
+        ("cupy-cuda12x", "12"),
+        ("cupy-cuda13x", "13"),
+        ("cupy-cuda11x", "11"),
+        ("cupy-cuda102", "10.2"),
+        ("cupy-cuda92", "9.2"),
+        ("cupy-rocm-5-0", None),
+        ("cupy", None),
+    ],
+)
+def test_parse_cupy_name(key: str, cuda: str | None) -> None:
+    assert parse_cupy_name(key) == cuda
+
+
+def fake_dist(
+    name: str,
+    version: str,
+    paths: Sequence[str] = (),
+    requires: Sequence[str] = (),
+    site: str = "/env/site",
+) -> Distribution:
+    from libdoctor.environment.distributions import canonicalize_name
+
+    key = canonicalize_name(name)
+    return Distribution(
+        name=name,
+        version=version,
+        key=key,
+        metadata_dir=f"{site}/{key}-{version}.dist-info",
+        kind="dist-info",
+        site=SiteDir(site, "/env"),
+        base_dir=site,
+        installer="pip",
+        requires_dist=tuple(requires),
+        record=ParsedRecord(tuple(RecordEntry(p, None, 1) for p in paths), ()),
+        record_error=None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "paths", "major", "evidence"),
+    [
+        ("nvidia-cudnn-cu12", "9.10.2.21", ["nvidia/cudnn/lib/libcudnn.so.9"], 12, "-cu12"),
+        ("nvidia-cudnn-cu13", "9.24.0.43", ["nvidia/cudnn/lib/libcudnn.so.9"], 13, "-cu13"),
+        # CUDA 13's cuFFT is version 12.x: the files decide, not the version.
+        ("nvidia-cufft", "12.0.0.61", ["nvidia/cu13/lib/libcufft.so.12"], 13, "nvidia/cu13/"),
+        ("nvidia-cublas", "13.1.1.3", ["nvidia/cu13/lib/libcublas.so.13"], 13, "nvidia/cu13/"),
+        ("nvidia-cuda-runtime", "9.9", ["x/lib/libcudart.so.12"], 12, "ships libcudart.so.12"),
+        ("nvidia-cufft", "11.3", ["x/lib/libcufft.so.11"], 12, "ships libcufft.so.11"),
+        ("cuda-toolkit", "13.0.3", [], 13, "versioned with CUDA"),
+        ("nvidia-curand", "10.3.0", ["nvidia/curand/lib/libcurand.so.10"], None, None),
+        ("nvidia-ml-py", "13.580.82", ["pynvml.py"], None, None),
+        ("numpy", "2.0", ["numpy/cu13/x.py"], None, None),
+    ],
+)
+def test_cuda_major_from_evidence(
+    name: str, version: str, paths: list[str], major: int | None, evidence: str | None
+) -> None:
+    found = cuda_major_of(fake_dist(name, version, paths))
+    if major is None:
+        assert found is None
+    else:
+        assert found is not None and found.major == major
+        assert evidence is not None and evidence in found.evidence
+
+
+def env_of(*dists: Distribution) -> Environment:
+    target = Target("/env", "/env/bin/python", (SiteDir("/env/site", "/env"),), "test", (3, 11))
+    return Environment(target=target, distributions=dists, claims={}, escaping=(), by_dist={})
+
+
+def test_pins_direct_and_through_extras() -> None:
+    torch = fake_dist(
+        "torch",
+        "2.14.1",
+        requires=[
+            "cuda-toolkit[cublas,cudart]==13.0.3; platform_system == 'Linux'",
+            "nvidia-cudnn-cu13==9.24.0.43; platform_system == 'Linux'",
+            "sympy>=1.13",
+            "triton~=3.8.0",
+            "optree>=0.13.0; extra == 'optree'",
+            "nvidia-nccl-cu13==2.30.7; python_version < '3.0'",
+        ],
+    )
+    toolkit = fake_dist(
+        "cuda-toolkit",
+        "13.0.3",
+        requires=[
+            "nvidia-cublas==13.1.1.3.*; extra == 'cublas'",
+            "nvidia-cuda-runtime==13.0.96.*; extra == 'cudart'",
+            "nvidia-cufft==12.0.0.61.*; extra == 'cufft'",  # not an extra torch asks for
+        ],
+    )
+    cublas = fake_dist("nvidia-cublas", "13.1.1.3")
+    cudnn = fake_dist("nvidia-cudnn-cu13", "9.20.0.1")
+    index = RequirementIndex(env_of(torch, toolkit, cublas, cudnn))
+    pins = {p.requirement: p for p in index.pins(torch)}
+    assert set(pins) == {
+        "cuda-toolkit==13.0.3",
+        "nvidia-cudnn-cu13==9.24.0.43",
+        "nvidia-cublas==13.1.1.3.*",
+        "nvidia-cuda-runtime==13.0.96.*",
+    }
+    assert pins["nvidia-cublas==13.1.1.3.*"].via == "cuda-toolkit[cublas]"
+    assert pins["nvidia-cublas==13.1.1.3.*"].satisfied
+    assert not pins["nvidia-cudnn-cu13==9.24.0.43"].satisfied
+    assert pins["nvidia-cuda-runtime==13.0.96.*"].installed == ()
+    assert index.required_by(toolkit) == [torch]
+    assert index.required_by(cublas) == []  # only through an extra
+
+
+def test_frameworks_registry_reads_each_kind(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "version.py").write_bytes(torch_version_py("2.14.1+cu130", "13.0"))
+    torch = fake_dist("torch", "2.14.1", ["torch/version.py"], site=str(site))
+    jax = fake_dist("jax-cuda12-plugin", "0.4.35", site=str(site))
+    pjrt = fake_dist("jax-cuda13-pjrt", "0.7.0", site=str(site))
+    cupy = fake_dist("cupy-cuda12x", "13.3.0", site=str(site))
+    other = fake_dist("numpy", "2.0", site=str(site))
+    builds = detect_frameworks(env_of(torch, jax, pjrt, cupy, other))
+    assert [(b.framework, b.module, b.cuda_major, b.version) for b in builds] == [
+        ("torch", "torch", 13, "2.14.1+cu130"),
+        ("jax", "jax", 12, "0.4.35"),
+        ("jax", "jax", 13, "0.7.0"),
+        ("cupy", "cupy", 12, "13.3.0"),
+    ]
+
+
+def test_unreadable_version_py_is_a_problem_not_a_crash(tmp_path: Path) -> None:
+    torch = fake_dist("torch", "2.14.1", ["torch/version.py"], site=str(tmp_path))
+    (build,) = detect_frameworks(env_of(torch))
+    assert build.cuda is None and build.problem and "cannot be read" in build.problem
+
+
+# --------------------------------------------------------------------------- real venvs
+
+
+def stack_findings(venv: Venv, *, deep: bool = False) -> list[Finding]:
+    """check_stack with the loader context, as ``libdoctor check`` runs it."""
+    target = from_directory(venv.path, "test")
+    env = build_environment(target)
+    disk = RealDisk()
+    analysis = analyse(env, disk, LoaderContext(probe_loader_system(), None, str(venv.path)))
+    digests = None
+    if deep:
+        digests = hash_many(hash_jobs(env, disk), HashCache.load(None, target.prefix), HashStats())
+    return check_stack(env, disk, digests, analysis)
+
+
+def codes(findings: Sequence[Finding]) -> list[str]:
+    return sorted(f.code for f in findings)
+
+
+def only(findings: Sequence[Finding], code: str) -> Finding:
+    matching = [f for f in findings if f.code == code]
+    assert len(matching) == 1, [(f.code, f.message) for f in findings]
+    return matching[0]
+
+
+def run_fix(finding: Finding, wheels: WheelFactory) -> None:
+    assert finding.fix is not None
+    done = subprocess.run(
+        list(finding.fix.argv),
+        env=pip_env([wheels.dest]),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def stack(module_wheels: WheelFactory) -> TorchStack:
+    return TorchStack(module_wheels)
+
+
+@pytest.fixture(scope="module")
+def coherent(stack: TorchStack, module_venv: VenvFactory) -> Venv:
+    venv = module_venv("coherent")
+    pip_install(venv, *stack.coherent())
+    return venv
+
+
+@pytest.fixture(scope="module")
+def overwritten(stack: TorchStack, module_venv: VenvFactory) -> Venv:
+    """The seed: a CUDA 12 cuDNN installed after the CUDA 13 one overwrites its files."""
+    venv = module_venv("overwritten")
+    pip_install(venv, *stack.coherent())
+    pip_install(venv, stack.cudnn12())
+    return venv
+
+
+@pytest.fixture(scope="module")
+def wrong_major(stack: TorchStack, module_venv: VenvFactory) -> Venv:
+    """A leftover CUDA 12 cuSPARSE: its own path, but torch's preload globs it first."""
+    venv = module_venv("wrong-major")
+    pip_install(venv, *stack.coherent())
+    pip_install(venv, stack.cusparse12())
+    return venv
+
+
+@pytest.mark.parametrize("state", ["coherent", "overwritten", "wrong_major"])
+def test_native_model_gives_the_full_models_findings(
+    state: str, request: pytest.FixtureRequest
+) -> None:
+    """``check`` runs the loader and stack checks on a model of the shared objects alone."""
+    venv: Venv = request.getfixturevalue(state)
+    target = from_directory(venv.path, "test")
+    context = LoaderContext(probe_loader_system(), None, str(venv.path))
+    full = build_environment(target)
+    disk = RealDisk()
+    digests = hash_many(hash_jobs(full, disk), HashCache.load(None, target.prefix), HashStats())
+    for known in (None, digests):
+        expected = native_checks(full, RealDisk(), known, context)
+        assert native_checks(native_model(target), RealDisk(), known, context) == expected
+    assert state == "coherent" or expected
+
+
+def test_check_without_a_second_core_gives_the_same_report(
+    overwritten: Venv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """On one core nothing is forked: the loader and stack checks run in the process, with
+    the digests at hand instead of sent down a pipe."""
+    target = from_directory(overwritten.path, "test")
+    context = LoaderContext(probe_loader_system(), None, str(overwritten.path))
+    options = CheckOptions(deep=True, cache_dir=str(tmp_path), libraries=context)
+    forked = run_check(target, options).findings
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert run_check(target, options).findings == forked
+    assert "foreign-bytes" in codes(forked)
+
+
+def test_coherent_env_reports_nothing(coherent: Venv) -> None:
+    assert stack_findings(coherent) == []
+    assert stack_findings(coherent, deep=True) == []
+
+
+def test_preload_replay_on_the_coherent_env(coherent: Venv) -> None:
+    target = from_directory(coherent.path, "test")
+    env = build_environment(target)
+    disk = RealDisk()
+    analysis = analyse(env, disk, LoaderContext(probe_loader_system(), None, "/"))
+    stack = analyse_stack(env, disk, analysis)
+    (start,) = stack.starts.values()
+    assert start.ran and start.error is None
+    assert "libcudart.so" in start.why
+    site = str(coherent.site_packages)
+    assert start.preloaded == (
+        f"{site}/nvidia/cudnn/lib/libcudnn.so.9",
+        f"{site}/nvidia/cu13/lib/libcudart.so.13",
+        f"{site}/nvidia/cu13/lib/libcusparse.so.12",
+    )
+
+
+def test_overwritten_cudnn_is_mixed_major_and_foreign_bytes(overwritten: Venv) -> None:
+    findings = stack_findings(overwritten)
+    assert codes(findings) == ["cuda-mixed-major", "foreign-bytes"]
+    site = str(overwritten.site_packages)
+    python = str(overwritten.python)
+
+    mixed = only(findings, "cuda-mixed-major")
+    assert mixed.severity is Severity.WARNING
+    (package,) = mixed.evidence["packages"]
+    assert package["name"] == "nvidia-cudnn-cu12"
+    assert package["leftover"] and package["required_by"] == []
+    assert package["evidence"] == "name suffix -cu12"
+    assert mixed.evidence["framework_majors"] == [13]
+    assert mixed.fix is not None
+    assert mixed.fix.steps == (
+        (python, "-m", "pip", "uninstall", "--yes", "nvidia-cudnn-cu12"),
+        (python, "-m", "pip", "install", "--force-reinstall", "--no-deps",
+         "nvidia-cudnn-cu13==9.24.0.43"),
+    )  # fmt: skip
+    assert "also claim" in mixed.fix.note
+
+    foreign = only(findings, "foreign-bytes")
+    assert foreign.severity is Severity.ERROR
+    assert foreign.paths == (f"{site}/nvidia/cudnn/lib/libcudnn.so.9",)
+    assert foreign.evidence["bytes_of"] == {"name": "nvidia-cudnn-cu12", "version": "9.10.2.21"}
+    assert foreign.evidence["decided_by"] == "size"
+    assert foreign.evidence["pinned"]["name"] == "nvidia-cudnn-cu13"
+    assert foreign.evidence["pinned"]["pin"] == "nvidia-cudnn-cu13==9.24.0.43"
+    assert "preloaded by torch/__init__.py" in foreign.evidence["how"]
+    assert "nvidia-cudnn-cu12 9.10.2.21's (by size)" in foreign.message
+    assert foreign.fix is not None and foreign.fix.steps == mixed.fix.steps
+
+
+def test_overwritten_cudnn_by_hash_with_deep(
+    stack: TorchStack, new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor
+) -> None:
+    """Same size, other bytes: only --deep can tell, and it does."""
+    venv = new_venv("same-size")
+    pip_install(venv, *stack.coherent())
+    same_size = bytearray(fake_lib("libcudnn.so.9", rpath="$ORIGIN", pad=300))
+    same_size[-1] = 1  # differs in the padding only
+    cu12 = make_wheel(
+        "nvidia-cudnn-cu12", "9.10.2.21", {"nvidia/cudnn/lib/libcudnn.so.9": bytes(same_size)}
+    )
+    pip_install(venv, cu12)
+    shallow = stack_findings(venv)
+    assert codes(shallow) == ["cuda-mixed-major"]  # same size: cannot tell without hashes
+    deep = only(stack_findings(venv, deep=True), "foreign-bytes")
+    assert deep.evidence["decided_by"] == "hash"
+    assert deep.evidence["bytes_of"]["name"] == "nvidia-cudnn-cu12"
+    # The CLI runs these checks in a forked child, which gets the digests from the parent
+    # (first run) or reads the hash cache itself (second run): same finding both times.
+    # Files written within 2 s are never cached (racy): age them.
+    past = time.time_ns() - 60 * 10**9
+    for root, _, names in os.walk(venv.path):
+        for name in names:
+            os.utime(os.path.join(root, name), ns=(past, past), follow_symlinks=False)
+    for run_number in (1, 2):
+        run = libdoctor.check(venv.path, "--json", "--deep")
+        doc = run.json()
+        (cli,) = [f for f in doc["findings"] if f["code"] == "foreign-bytes"]
+        assert cli["evidence"]["decided_by"] == "hash", run_number
+        assert cli["evidence"]["bytes_of"]["name"] == "nvidia-cudnn-cu12"
+        hashing = doc["tool"]["hashing"]
+        assert (hashing["files_hashed"] == 0) == (run_number == 2), hashing
+
+
+def test_running_the_fix_makes_the_env_coherent(stack: TorchStack, new_venv: VenvFactory) -> None:
+    venv = new_venv("fix")
+    pip_install(venv, *stack.coherent())
+    pip_install(venv, stack.cudnn12())
+    run_fix(only(stack_findings(venv), "cuda-mixed-major"), stack.wheels)
+    assert stack_findings(venv) == []
+    env = build_environment(from_directory(venv.path, "test"))
+    problems = [f for f in check_files(env, RealDisk()) if f.severity >= Severity.WARNING]
+    assert problems == []
+
+
+def test_preload_picks_the_wrong_majors_copy(wrong_major: Venv) -> None:
+    findings = stack_findings(wrong_major)
+    assert codes(findings) == ["cuda-mixed-major", "foreign-bytes"]
+    site = str(wrong_major.site_packages)
+    foreign = only(findings, "foreign-bytes")
+    assert foreign.paths == (f"{site}/nvidia/cusparse/lib/libcusparse.so.12",)
+    assert foreign.evidence["bytes_of"] == {"name": "nvidia-cusparse-cu12", "version": "12.5.8.93"}
+    assert foreign.evidence["pinned"]["name"] == "nvidia-cusparse"
+    assert foreign.evidence["pinned"]["via"] == "cuda-toolkit[cusparse]"
+    assert foreign.evidence["pinned"]["ships"] == [f"{site}/nvidia/cu13/lib/libcusparse.so.12"]
+    assert foreign.evidence["preload"]["folder"] == "cusparse"
+    assert foreign.evidence["preload"]["hits"] == [
+        f"{site}/nvidia/cusparse/lib/libcusparse.so.12",
+        f"{site}/nvidia/cu13/lib/libcusparse.so.12",
+    ]
+    # Its own path: the uninstall deletes nothing another distribution claims.
+    assert foreign.fix is not None
+    assert foreign.fix.steps == (
+        (str(wrong_major.python), "-m", "pip", "uninstall", "--yes", "nvidia-cusparse-cu12"),
+    )
+    assert "deletes no file another distribution claims" in foreign.fix.note
+    mixed = only(findings, "cuda-mixed-major")
+    assert [p["name"] for p in mixed.evidence["packages"]] == ["nvidia-cusparse-cu12"]
+
+
+def test_what_if_view_replays_the_preload_without_the_removed_files(wrong_major: Venv) -> None:
+    """A plan's what-if: with the leftover's files hidden, torch preloads CUDA 13's copy."""
+    from libdoctor.disk.stat import WithoutPaths
+
+    env = build_environment(from_directory(wrong_major.path, "test"))
+    (leftover,) = [d for d in env.distributions if d.key == "nvidia-cusparse-cu12"]
+    disk = WithoutPaths(RealDisk(), [c.path for c in env.claims_of(leftover)])
+    context = LoaderContext(probe_loader_system(), None, str(wrong_major.path))
+    findings = check_stack(env, disk, None, analyse(env, disk, context))
+    assert codes(findings) == ["cuda-mixed-major"]  # its metadata is still in this model
+    stack = analyse_stack(env, disk, analyse(env, disk, context))
+    (start,) = stack.starts.values()
+    site = str(wrong_major.site_packages)
+    assert f"{site}/nvidia/cu13/lib/libcusparse.so.12" in start.preloaded
+
+
+def test_pin_mismatch_and_missing_pin(stack: TorchStack, new_venv: VenvFactory) -> None:
+    venv = new_venv("pins")
+    # cuDNN 9.20 instead of the pinned 9.24; the CUDA runtime (pinned via an extra) missing.
+    pip_install(venv, stack.toolkit(), stack.cusparse13(), stack.cudnn13("9.20.0.1", 200))
+    pip_install(venv, stack.torch())
+    findings = [f for f in stack_findings(venv) if f.code == "pin-mismatch"]
+    by_pin = {f.evidence["pin"]: f for f in findings}
+    assert set(by_pin) == {"nvidia-cudnn-cu13==9.24.0.43", "nvidia-cuda-runtime==13.0.96.*"}
+    cudnn = by_pin["nvidia-cudnn-cu13==9.24.0.43"]
+    assert cudnn.severity is Severity.ERROR
+    assert cudnn.evidence["installed"] == ["9.20.0.1"]
+    assert "but 9.20.0.1 is installed" in cudnn.message
+    assert cudnn.fix is not None
+    assert cudnn.fix.argv == (
+        str(venv.python), "-m", "pip", "install", "--no-deps", "nvidia-cudnn-cu13==9.24.0.43"
+    )  # fmt: skip
+    runtime = by_pin["nvidia-cuda-runtime==13.0.96.*"]
+    assert runtime.evidence["via"] == "cuda-toolkit[cudart]"
+    assert runtime.evidence["installed"] == []
+    assert "not installed" in runtime.message
+    run_fix(cudnn, stack.wheels)
+    run_fix(runtime, stack.wheels)
+    assert stack_findings(venv) == []
+
+
+@pytest.mark.parametrize(
+    ("torch_kwargs", "reason"),
+    [
+        ({"version": "2.99.0+cu130", "dist_version": "2.99.0"}, "no preload model for torch"),
+        ({"init": "import ctypes\nfrom torch._C import *\n"}, "does not match model torch-2.14"),
+    ],
+    ids=["unknown-version", "changed-text"],
+)
+def test_model_unknown(
+    torch_kwargs: dict[str, str],
+    reason: str,
+    stack: TorchStack,
+    new_venv: VenvFactory,
+    make_wheel: WheelFactory,
+) -> None:
+    venv = new_venv("unknown")
+    other = TorchStack(make_wheel)
+    deps = [stack.toolkit(), stack.cudart13(), stack.cusparse13(), stack.cudnn13()]
+    pip_install(venv, *deps, other.torch(**torch_kwargs, requires=()))
+    finding = only(stack_findings(venv), "model-unknown")
+    assert finding.severity is Severity.INFO
+    assert reason in finding.message
+    assert finding.paths[0].endswith("torch/__init__.py")
+
+
+def test_cpu_torch_has_no_preload_model_question(
+    stack: TorchStack, new_venv: VenvFactory, make_wheel: WheelFactory
+) -> None:
+    venv = new_venv("cpu")
+    pip_install(venv, TorchStack(make_wheel).torch(version="2.99.0+cpu", cuda=None, requires=()))
+    assert stack_findings(venv) == []
+
+
+def test_frameworks_of_two_majors(
+    stack: TorchStack, new_venv: VenvFactory, make_wheel: WheelFactory
+) -> None:
+    venv = new_venv("two-frameworks")
+    cupy = make_wheel("cupy-cuda12x", "13.3.0", {"cupy/__init__.py": b""})
+    pip_install(venv, *stack.coherent(), cupy)
+    finding = only(stack_findings(venv), "cuda-mixed-major")
+    assert "different CUDA majors" in finding.message
+    assert finding.fix is None
+    assert {f["name"] for f in finding.evidence["frameworks"]} == {"torch", "cupy-cuda12x"}
+
+
+def test_check_stack_without_loader_context_skips_foreign_bytes(overwritten: Venv) -> None:
+    env = build_environment(from_directory(overwritten.path, "test"))
+    assert codes(check_stack(env, RealDisk())) == ["cuda-mixed-major"]
+
+
+# --------------------------------------------------------------------------- real tier
+
+TORCH_ENV = os.environ.get("LIBDOCTOR_TORCH_ENV") or "/work/envs/torchenv"
+
+
+@pytest.fixture(scope="module")
+def torch_env() -> Iterator[Path]:
+    path = Path(TORCH_ENV)
+    if not (path / "pyvenv.cfg").exists():
+        pytest.skip(f"no torch environment at {path} (set LIBDOCTOR_TORCH_ENV)")
+    yield path
+
+
+@pytest.mark.realenv
+def test_real_torch_env_has_no_stack_findings(torch_env: Path) -> None:
+    assert stack_findings(Venv(torch_env)) == []
+
+
+@pytest.mark.realenv
+def test_real_torch_preload_replay(torch_env: Path) -> None:
+    target = from_directory(torch_env, "test")
+    env = build_environment(target)
+    disk = RealDisk()
+    analysis = analyse(env, disk, LoaderContext(probe_loader_system(), None, "/"))
+    stack = analyse_stack(env, disk, analysis)
+    (build,) = stack.builds
+    assert (build.version, build.cuda) == ("2.14.1+cu130", "13.0")
+    (choice,) = stack.choices.values()
+    assert choice.model is not None and choice.model.id == "torch-2.14"
+    (start,) = stack.starts.values()
+    names = [os.path.basename(p) for p in start.preloaded]
+    assert names == [
+        "libcublasLt.so.13", "libcublas.so.13", "libcudnn.so.9", "libnvrtc.so.13",
+        "libnvrtc-builtins.so.13.0", "libcudart.so.13", "libcupti.so.13", "libcufft.so.12",
+        "libcurand.so.10", "libnvJitLink.so.13", "libcusparse.so.12", "libcusparseLt.so.0",
+        "libcusolver.so.12", "libnccl.so.2", "libnvshmem_host.so.3", "libcufile.so.0",
+    ]  # fmt: skip
+    assert all(len(s.hits) == 1 for s in start.steps if s.outcome == "loaded")

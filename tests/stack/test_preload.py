@@ -1,0 +1,307 @@
+"""torch's preload model: checked against the text, replayed in the loader emulation.
+
+The text checks run on ``TORCH_INIT`` (torch 2.14's flow, as the fake torch ships it) and on
+mutations of it; the replay runs on gcc-built libraries laid out like a site-packages dir.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+from test_stack import fake_dist
+
+from libdoctor.disk.stat import FileState, RealDisk
+from libdoctor.loader.search import Loader, Process, SearchConfig
+from libdoctor.loader.system import LoaderSystem, probe_loader_system
+from libdoctor.stack.frameworks import FrameworkBuild, Reader
+from libdoctor.stack.preload import (
+    TORCH_2_14,
+    PreloadModel,
+    TorchStart,
+    choose_model,
+    dlopen_into,
+    extract_preload,
+    glob_dir,
+    start_torch,
+    verify_model,
+)
+from support.cc import compile_lib, require_gcc
+from support.stackfake import TORCH_INIT
+
+# --------------------------------------------------------------------------- the text
+
+
+def test_torch_2_14_flow_matches_its_model() -> None:
+    found = extract_preload(TORCH_INIT)
+    assert found.libs == TORCH_2_14.libs
+    assert found.optional_libs == (("nvtx", "libnvToolsExt.so.*[0-9]"),)
+    assert found.dirs == ("nvidia/{folder}/lib", "nvidia/cu{cuda_major}/lib", "{folder}/lib")
+    assert verify_model(TORCH_2_14, found) == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "difference"),
+    [
+        ('("cudnn", "libcudnn.so.*[0-9]"),\n', "", "the cuda_libs list differs"),
+        ('("nccl", "libnccl.so.*[0-9]")', '("nccl", "libnccl.so.2")', "the cuda_libs list differs"),
+        ('"libcudart.so" not in _maps', '"libcudart" not in _maps', "no longer contains"),
+        ("_preload_cuda_deps(required=False)", "pass", "no longer contains"),
+        ('f"cu{maj_cuda_version}", ', "", "the searched directories differ"),
+        ('_preload_cuda_lib("nvtx", "libnvToolsExt.so.*[0-9]", required=False)', "pass",
+         "the optional preloads differ"),
+        ("def _load_global_deps", "def _load_deps", "functions not found: _load_global_deps"),
+        ("lib_path = None", "lib_path = (", "does not parse"),
+    ],
+)  # fmt: skip
+def test_changed_text_is_not_the_model(old: str, new: str, difference: str) -> None:
+    assert old in TORCH_INIT
+    differences = verify_model(TORCH_2_14, extract_preload(TORCH_INIT.replace(old, new, 1)))
+    assert any(difference in d for d in differences), differences
+
+
+def test_column_zero_text_inside_a_function_falls_back_to_a_full_parse() -> None:
+    text = TORCH_INIT.replace(
+        "    lib_path = None\n",
+        '    """Preloads.\n\nA column-0 docstring line.\n"""\n    lib_path = None\n',
+        1,
+    )
+    assert verify_model(TORCH_2_14, extract_preload(text)) == []
+
+
+def _build(site: Path, version: str, cuda: str | None = "13.0") -> FrameworkBuild:
+    dist = fake_dist("torch", version.split("+")[0], site=str(site))
+    return FrameworkBuild("torch", dist, "torch", version, cuda, "torch/version.py")
+
+
+def _reader(text: str) -> Reader:
+    return lambda path: text.encode() if path.endswith("torch/__init__.py") else None
+
+
+@pytest.mark.parametrize(
+    ("version", "text", "model", "reason"),
+    [
+        ("2.14.1+cu130", TORCH_INIT, "torch-2.14", None),
+        ("2.14.0+cu128", TORCH_INIT, "torch-2.14", None),
+        ("2.15.0+cu130", TORCH_INIT, None, "matches model torch-2.14, known for other versions"),
+        ("2.9.1+cu128", "import ctypes\n", None, "no preload model for torch 2.9.1+cu128"),
+        ("2.14.1+cu130", "import ctypes\n", None, "does not match model torch-2.14"),
+        ("banana", TORCH_INIT, None, "not a valid version"),
+    ],
+)
+def test_choose_model(version: str, text: str, model: str | None, reason: str | None) -> None:
+    choice = choose_model(_build(Path("/s"), version), _reader(text))
+    assert (choice.model.id if choice.model else None) == model
+    if reason is not None:
+        assert choice.reason is not None and reason in choice.reason
+
+
+def test_unreadable_init_is_a_reason() -> None:
+    choice = choose_model(_build(Path("/s"), "2.14.1"), lambda path: None)
+    assert choice.model is None and choice.reason == "torch/__init__.py cannot be read"
+
+
+# --------------------------------------------------------------------------- glob
+
+
+class ListingDisk:
+    """A Disk whose listings come in a chosen (unsorted) order."""
+
+    def __init__(self, listings: dict[str, tuple[str, ...]]) -> None:
+        self.listings = listings
+
+    def stat(self, path: str) -> FileState:
+        return FileState(exists=False)
+
+    def listdir(self, path: str) -> tuple[str, ...]:
+        return self.listings.get(path, ())
+
+    @property
+    def removed(self) -> frozenset[str]:
+        return frozenset()
+
+
+@pytest.mark.parametrize(
+    ("names", "pattern", "hits"),
+    [
+        (("libcudnn.so.9", "libcudnn_ops.so.9"), "libcudnn.so.*[0-9]", ["libcudnn.so.9"]),
+        (("libnvrtc-builtins.so.13.0",), "libnvrtc-builtins.so.*[0-9]",
+         ["libnvrtc-builtins.so.13.0"]),
+        (("libcublasLt.so.13", "libcublas.so.13"), "libcublas.so.*[0-9]", ["libcublas.so.13"]),
+        (("libcudnn.so", "libcudnn.so.9.x"), "libcudnn.so.*[0-9]", []),
+        # readdir order, not sorted order: glob.glob returns what the directory lists.
+        (("libx.so.2", "libx.so.10", "libx.so.1"), "libx.so.*[0-9]",
+         ["libx.so.2", "libx.so.10", "libx.so.1"]),
+        ((".libx.so.1", "libx.so.1"), "libx.so.*[0-9]", ["libx.so.1"]),
+    ],
+)  # fmt: skip
+def test_glob_dir(names: tuple[str, ...], pattern: str, hits: list[str]) -> None:
+    disk = ListingDisk({"/d": names})
+    assert glob_dir(disk, "/d", pattern) == tuple(f"/d/{h}" for h in hits)
+
+
+def test_glob_dir_agrees_with_glob_on_disk(tmp_path: Path) -> None:
+    import glob
+
+    for name in ("libx.so.1", "libx.so.10", "libx.so.2", "libx.so", ".libx.so.3", "libx.so.4a"):
+        (tmp_path / name).write_bytes(b"")
+    pattern = "libx.so.*[0-9]"
+    assert list(glob_dir(RealDisk(), str(tmp_path), pattern)) == glob.glob(
+        os.path.join(str(tmp_path), pattern)
+    )
+
+
+# --------------------------------------------------------------------------- the replay
+
+
+@pytest.fixture(scope="module")
+def system() -> LoaderSystem:
+    found = probe_loader_system()
+    if found.problems:
+        pytest.skip(f"loader facts not readable here: {found.problems}")
+    return found
+
+
+def lib(
+    path: Path,
+    soname: str | None = None,
+    needed: Iterable[str] = (),
+    rpath: str | None = None,
+    runpath: str | None = None,
+) -> Path:
+    return compile_lib(
+        path.parent,
+        path.name,
+        soname=soname or path.name,
+        needed=list(needed),
+        rpath=rpath,
+        runpath=runpath,
+    )
+
+
+def replay(
+    site: Path, system: LoaderSystem, model: PreloadModel = TORCH_2_14, cuda: str | None = "13.0"
+) -> tuple[Loader, Process, TorchStart]:
+    loader = Loader(SearchConfig(system, cwd=str(site)))
+    process = loader.start_interpreter(sys.executable)
+    build = _build(site, "2.14.1+cu130", cuda)
+    start = start_torch(loader, process, model, build, [str(site)], RealDisk())
+    return loader, process, start
+
+
+RPATH = "$ORIGIN/../../nvidia/cudnn/lib:$ORIGIN/../../nvidia/cu13/lib"
+
+
+def test_no_cudart_mapped_no_preload(tmp_path: Path, system: LoaderSystem) -> None:
+    require_gcc()
+    lib(tmp_path / "torch/lib/libtorch_global_deps.so", rpath=RPATH)
+    lib(tmp_path / "nvidia/cudnn/lib/libcudnn.so.9")
+    _, _, start = replay(tmp_path, system)
+    assert not start.ran and start.steps == () and start.error is None
+    assert "not mapped" in start.why
+
+
+def test_preload_order_and_a_failure_ends_the_loop(tmp_path: Path, system: LoaderSystem) -> None:
+    require_gcc()
+    lib(tmp_path / "torch/lib/libtorch_global_deps.so", needed=["libcudart.so.13"], rpath=RPATH)
+    cu13 = tmp_path / "nvidia/cu13/lib"
+    lib(cu13 / "libcudart.so.13")
+    lib(cu13 / "libcublasLt.so.13")
+    lib(cu13 / "libcublas.so.13", needed=["libcublasLt.so.13"], runpath="$ORIGIN")
+    # cuDNN needs a library nobody ships: its CDLL raises, the loop ends, torch swallows it.
+    lib(tmp_path / "nvidia/cudnn/lib/libcudnn.so.9", needed=["libnowhere.so.1"])
+    lib(cu13 / "libcusparse.so.12")
+    _, _, start = replay(tmp_path, system)
+    assert start.ran and start.error is None
+    outcomes = [(s.folder, s.pattern.split(".")[0], s.outcome) for s in start.steps]
+    assert outcomes[:4] == [
+        ("cublas", "libcublasLt", "loaded"),
+        ("cublas", "libcublas", "loaded"),
+        ("cudnn", "libcudnn", "failed"),
+        ("cuda_nvrtc", "libnvrtc", "not-run"),
+    ]
+    assert all(o == "not-run" for _, _, o in outcomes[3:])
+    failed = start.steps[2]
+    assert failed.error is not None and "libnowhere.so.1" in failed.error
+    names = {o.soname for o in start.process.objects}
+    assert {"libcublas.so.13", "libcublasLt.so.13", "libcudart.so.13"} <= names
+    assert "libcudnn.so.9" not in names and "libcusparse.so.12" not in names
+
+
+def test_global_deps_error_makes_every_preload_required(
+    tmp_path: Path, system: LoaderSystem
+) -> None:
+    require_gcc()
+    # A soname no ld.so.cache has (this machine's caches /usr/local/cuda-13.0/lib).
+    lib(tmp_path / "torch/lib/libtorch_global_deps.so", needed=["libcudart.so.99"], rpath="$ORIGIN")
+    _, process, start = replay(tmp_path, system)
+    assert start.ran
+    assert start.error == "ValueError: libcublasLt.so.*[0-9] not found in the system path"
+    assert start.process is process
+
+
+def test_global_deps_error_preload_then_retry(tmp_path: Path, system: LoaderSystem) -> None:
+    require_gcc()
+    lib(tmp_path / "torch/lib/libtorch_global_deps.so", needed=["libcudart.so.99"], rpath="$ORIGIN")
+    lib(tmp_path / "nvidia/cuda_runtime/lib/libcudart.so.99")
+    model = dataclasses.replace(
+        TORCH_2_14, libs=(("cuda_runtime", "libcudart.so.*[0-9]"),), optional_libs=()
+    )
+    _, _, start = replay(tmp_path, system, model)
+    assert start.error is None and len(start.attempts) == 2
+    retry = start.attempts[1]
+    (cudart,) = [r for r in retry.resolutions if r.name == "libcudart.so.99"]
+    assert cudart.via == "loaded"
+    assert cudart.path == str(tmp_path / "nvidia/cuda_runtime/lib/libcudart.so.99")
+
+
+def test_other_global_deps_errors_are_raised(tmp_path: Path, system: LoaderSystem) -> None:
+    require_gcc()
+    lib(tmp_path / "torch/lib/libtorch_global_deps.so", needed=["libgomp-x.so.1"])
+    _, _, start = replay(tmp_path, system)
+    assert not start.ran
+    assert start.error is not None
+    assert start.error.startswith("OSError: libgomp-x.so.1: cannot open")
+
+
+def test_cpu_build_skips_the_cu_directory(tmp_path: Path, system: LoaderSystem) -> None:
+    require_gcc()
+    lib(tmp_path / "torch/lib/libtorch_global_deps.so", needed=["libcudart.so.13"], rpath=RPATH)
+    lib(tmp_path / "nvidia/cu13/lib/libcudart.so.13")
+    lib(tmp_path / "cusparse/lib/libcusparse.so.12")  # p/<folder>/lib, the third template
+    _, _, start = replay(tmp_path, system, cuda=None)
+    loaded = {s.pattern: s.hits for s in start.steps if s.outcome == "loaded"}
+    assert loaded == {"libcusparse.so.*[0-9]": (str(tmp_path / "cusparse/lib/libcusparse.so.12"),)}
+
+
+def test_dlopen_into_keeps_objects_for_later_requests(tmp_path: Path, system: LoaderSystem) -> None:
+    require_gcc()
+    a = lib(tmp_path / "a/libA.so.1")
+    b = lib(tmp_path / "b/libB.so", needed=["libA.so.1"])
+    loader = Loader(SearchConfig(system, cwd=str(tmp_path)))
+    process = loader.start_interpreter(sys.executable)
+    alone = loader.import_extension(process, str(b))
+    assert [r.status for r in alone.resolutions if r.name == "libA.so.1"] == ["not_found"]
+    after, closure = dlopen_into(loader, process, str(a))
+    assert closure.ok and len(after.objects) == len(process.objects) + 1
+    with_a = loader.import_extension(after, str(b))
+    (res,) = [r for r in with_a.resolutions if r.name == "libA.so.1"]
+    assert (res.via, res.path) == ("loaded", str(a))
+    failed_process, failed = dlopen_into(loader, process, str(b))
+    assert not failed.ok and failed_process is process
+
+
+# --------------------------------------------------------------------------- real tier
+
+
+@pytest.mark.realenv
+def test_real_torch_init_matches_the_model() -> None:
+    env = Path(os.environ.get("LIBDOCTOR_TORCH_ENV") or "/work/envs/torchenv")
+    inits = sorted(env.glob("lib/python3*/site-packages/torch/__init__.py"))
+    if not inits:
+        pytest.skip(f"no torch in {env}")
+    assert verify_model(TORCH_2_14, extract_preload(inits[0].read_text())) == []
