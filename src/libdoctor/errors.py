@@ -12,10 +12,3 @@ class LibdoctorError(Exception):
 
 class TargetError(LibdoctorError):
     """The target does not exist or holds no Python environment."""
-
-
-class ElfFormatError(LibdoctorError):
-    """A file is not a well-formed ELF object; carries a one-line reason.
-
-    Checks turn this into an ``elf-invalid`` finding; it never escapes to the user.
-    """

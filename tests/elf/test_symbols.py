@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from libdoctor.elf.dynamic import ElfFormatError
 from libdoctor.elf.symbols import _defines, defines_symbol, gnu_hash, sysv_hash
-from libdoctor.errors import ElfFormatError
 from support.cc import require_gcc
 
 SOURCE = "int PyInit_demo(void) { return 1; }\nint helper_fn(void) { return 2; }\n"

@@ -22,19 +22,10 @@ from typing import Any
 import pytest
 
 from libdoctor.elf.dynamic import ELFCLASS32, EM_AARCH64, read_elf
-from libdoctor.loader.search import (
-    Closure,
-    FileId,
-    Inspection,
-    Loader,
-    RealFS,
-    Resolution,
-    SearchConfig,
-    expand_dst,
-    is_extension_module,
-    origin_of,
-    split_preload,
-)
+from libdoctor.loader.fs import FileId, Inspection, RealFS
+from libdoctor.loader.model import Closure, Resolution, SearchConfig
+from libdoctor.loader.search import Loader
+from libdoctor.loader.strings import expand_dst, is_extension_module, origin_of, split_preload
 from libdoctor.loader.system import LoaderSystem, probe_loader_system
 from support.cc import compile_exe, compile_lib, gcc_can_m32, patch_elf_header, require_gcc
 from support.oracle import LOADER, OracleTrace, run_oracle

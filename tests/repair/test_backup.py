@@ -12,14 +12,9 @@ from pathlib import Path
 import pytest
 
 from libdoctor.errors import LibdoctorError
-from libdoctor.repair.backup import (
-    BackupSession,
-    interrupted,
-    list_backups,
-    load,
-    locate,
-    restore,
-)
+from libdoctor.repair.backup import BackupSession
+from libdoctor.repair.journal import interrupted, list_backups, load, locate
+from libdoctor.repair.rollback import restore
 from support.repairs import diff_states, tree_state
 
 

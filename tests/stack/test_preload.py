@@ -16,7 +16,8 @@ import pytest
 from test_stack import fake_dist
 
 from libdoctor.disk.stat import FileState, RealDisk
-from libdoctor.loader.search import Loader, Process, SearchConfig
+from libdoctor.loader.model import Process, SearchConfig
+from libdoctor.loader.search import Loader
 from libdoctor.loader.system import LoaderSystem, probe_loader_system
 from libdoctor.stack.frameworks import FrameworkBuild, Reader
 from libdoctor.stack.preload import (

@@ -8,13 +8,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from libdoctor.analysis.fork import Later, started_in_child
-from libdoctor.checks.files import (
-    Digests,
-    RecordDigests,
-    check_files,
-    hash_jobs,
-    record_differences,
-)
+from libdoctor.checks.files import check_files, hash_jobs, record_differences
+from libdoctor.checks.verdict import Digests, RecordDigests
 from libdoctor.disk.stat import Disk, FileState, RealDisk
 from libdoctor.environment.model import Environment, build_environment
 from libdoctor.environment.target import Target

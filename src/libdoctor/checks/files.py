@@ -12,19 +12,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from libdoctor.checks.common import (
-    Digests,
-    RecordDigests,
-    Verdict,
-    _about,
-    _are,
-    _plural,
-    _repair,
-    _severity,
-    judge,
-    ref,
-)
-from libdoctor.checks.shared import _shared_paths
+from libdoctor.checks.shared import shared_paths
+from libdoctor.checks.verdict import Digests, RecordDigests, Verdict, judge
+from libdoctor.checks.wording import about, are, plural, ref, repair_fix, severity_for
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.model import Claim, Environment
@@ -35,17 +25,12 @@ if TYPE_CHECKING:
     from libdoctor.disk.hashing import HashJob
 
 __all__ = [
-    "Digests",
-    "RecordDigests",
-    "Verdict",
     "check_duplicates",
     "check_files",
     "check_records",
     "check_untracked",
     "hash_jobs",
-    "judge",
     "record_differences",
-    "ref",
     "untracked_scan_dirs",
 ]
 
@@ -99,7 +84,7 @@ def check_files(env: Environment, disk: Disk, digests: Digests | None = None) ->
     findings: list[Finding] = []
     findings += check_duplicates(env)
     findings += check_records(env)
-    shared, covered = _shared_paths(env, disk, digests)
+    shared, covered = shared_paths(env, disk, digests)
     findings += shared
     findings += _missing_and_altered(env, disk, digests, covered)
     findings += check_untracked(env, disk)
@@ -123,8 +108,8 @@ def check_duplicates(env: Environment) -> list[Finding]:
         findings.append(
             Finding(
                 code="duplicate-distribution",
-                severity=_severity(dists, Severity.ERROR),
-                message=_about(
+                severity=severity_for(dists, Severity.ERROR),
+                message=about(
                     newest,
                     f"{newest.name} is installed {len(dists)} times in {display(site)}: "
                     f"{versions}. "
@@ -139,7 +124,7 @@ def check_duplicates(env: Environment) -> list[Finding]:
                         for d in dists
                     ]
                 },
-                fix=_repair(
+                fix=repair_fix(
                     newest,
                     env,
                     note="then delete the stale metadata directory: "
@@ -185,7 +170,7 @@ def check_records(env: Environment) -> list[Finding]:
                     distribution=ref(dist),
                     paths=(dist.metadata_dir,),
                     evidence={"reason": dist.record_error},
-                    fix=_repair(dist, env),
+                    fix=repair_fix(dist, env),
                 )
             )
         problems = dist.record.problems if dist.record else ()
@@ -195,7 +180,7 @@ def check_records(env: Environment) -> list[Finding]:
                     code="record-invalid",
                     severity=severity,
                     message=(
-                        f"{dist.display}: {_plural(len(problems), 'malformed RECORD row')} "
+                        f"{dist.display}: {plural(len(problems), 'malformed RECORD row')} "
                         f"(first: line {problems[0].line}: {problems[0].reason})."
                     ),
                     distribution=ref(dist),
@@ -206,7 +191,7 @@ def check_records(env: Environment) -> list[Finding]:
                             for p in problems
                         ]
                     },
-                    fix=_repair(dist, env),
+                    fix=repair_fix(dist, env),
                 )
             )
         outside = escaping.get(dist.metadata_dir)
@@ -220,7 +205,7 @@ def check_records(env: Environment) -> list[Finding]:
                     code="record-invalid",
                     severity=Severity.INFO if bare else severity,
                     message=(
-                        f"{dist.display}: RECORD names {_plural(len(outside), 'path')} outside "
+                        f"{dist.display}: RECORD names {plural(len(outside), 'path')} outside "
                         f"the prefix {display(dist.site.prefix)} (first: {display(outside[0])}). "
                         "libdoctor reports them and never follows them; an uninstall by pip "
                         "would try to delete them."
@@ -333,12 +318,12 @@ def _missing_finding(
         note = "or restore read permission, or run libdoctor as the environment's owner"
     return Finding(
         code="missing-files",
-        severity=_severity([dist], Severity.ERROR),
-        message=_about(dist, message),
+        severity=severity_for([dist], Severity.ERROR),
+        message=about(dist, message),
         distribution=ref(dist),
         paths=tuple(sorted([*missing, *unusable])),
         evidence=evidence,
-        fix=_repair(dist, env, note=note),
+        fix=repair_fix(dist, env, note=note),
     )
 
 
@@ -349,23 +334,23 @@ def _altered_findings(
     native = [(c, v) for c, v in altered if is_native(c.path)]
     other = [(c, v) for c, v in altered if not is_native(c.path)]
     for items, severity, kind in (
-        (native, _severity([dist], Severity.ERROR), "native"),
-        (other, _severity([dist], Severity.WARNING), "other"),
+        (native, severity_for([dist], Severity.ERROR), "native"),
+        (other, severity_for([dist], Severity.WARNING), "other"),
     ):
         if not items:
             continue
         by = sorted({v.decided_by or "?" for _, v in items})
         n = len(items)
         what = (
-            _plural(n, "native library", "native libraries")
+            plural(n, "native library", "native libraries")
             if kind == "native"
-            else _plural(n, "file")
+            else plural(n, "file")
         )
         findings.append(
             Finding(
                 code="altered-files",
                 severity=severity,
-                message=_about(
+                message=about(
                     dist,
                     f"{dist.display}: {what} "
                     f"{'differs' if n == 1 else 'differ'} from RECORD (by {' and '.join(by)}): "
@@ -388,7 +373,7 @@ def _altered_findings(
                         for c, v in items
                     ]
                 },
-                fix=_repair(dist, env),
+                fix=repair_fix(dist, env),
             )
         )
     return findings
@@ -453,8 +438,8 @@ def check_untracked(env: Environment, disk: Disk) -> list[Finding]:
                 code="untracked-library",
                 severity=Severity.INFO,
                 message=(
-                    f"{_plural(len(untracked), 'shared library', 'shared libraries')} in "
-                    f"{display(directory)} {_are(len(untracked))} claimed by no RECORD "
+                    f"{plural(len(untracked), 'shared library', 'shared libraries')} in "
+                    f"{display(directory)} {are(len(untracked))} claimed by no RECORD "
                     f"(directory owned by {', '.join(d.display for d in owners)}); "
                     "leftovers like these can shadow the installed libraries."
                 ),

@@ -21,7 +21,8 @@ from libdoctor.environment.model import Environment, is_inside
 from libdoctor.environment.paths import display
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.loader.extensions import LibraryAnalysis, module_name
-from libdoctor.loader.search import Closure, LoadedObject, Resolution, expand_dst
+from libdoctor.loader.model import Closure, LoadedObject, Resolution
+from libdoctor.loader.strings import expand_dst
 
 # Libraries the NVIDIA driver installs on the host; pip never provides them.
 DRIVER_LIBRARY = re.compile(

@@ -10,7 +10,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from libdoctor.checks.common import Digests, _are, _plural, _severity, judge
+from libdoctor.checks.verdict import Digests, judge
+from libdoctor.checks.wording import are, plural, severity_for
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, required_names
 from libdoctor.environment.installers import reinstall_argv, steps_fix, uninstall_argv
@@ -50,7 +51,7 @@ def _requirers(env: Environment) -> dict[str, list[Distribution]]:
     return required
 
 
-def _shared_paths(
+def shared_paths(
     env: Environment, disk: Disk, digests: Digests | None
 ) -> tuple[list[Finding], set[str]]:
     """Findings for multiply-claimed paths, and the paths whose bytes are a claimant's."""
@@ -104,23 +105,23 @@ def _shared_finding(env: Environment, group: _SharedGroup) -> Finding:
         best = max(group.on_disk, key=lambda k: group.on_disk[k])
         owner = next(d for d in group.claimants if d.metadata_dir == best)
     decided_by = "hash" if "hash" in group.decided_by else ("size" if group.decided_by else None)
-    parts = [f"{_plural(n, 'path')} claimed by {names} with different contents."]
+    parts = [f"{plural(n, 'path')} claimed by {names} with different contents."]
     if owner is not None:
         others = [d.name for d in group.claimants if d is not owner]
         parts.append(
             f"The bytes on disk are {owner.name}'s (by {decided_by}): it overwrote "
-            f"{', '.join(others)}'s copy of {_plural(group.on_disk[owner.metadata_dir], 'file')}."
+            f"{', '.join(others)}'s copy of {plural(group.on_disk[owner.metadata_dir], 'file')}."
         )
     if group.undecided:
         parts.append(
-            f"{_plural(len(group.undecided), 'file')} could not be told apart by size"
+            f"{plural(len(group.undecided), 'file')} could not be told apart by size"
             + ("; run with --deep to compare hashes." if decided_by != "hash" else ".")
         )
     if group.foreign:
-        parts.append(f"{_plural(len(group.foreign), 'file')} match no claimant.")
+        parts.append(f"{plural(len(group.foreign), 'file')} match no claimant.")
     if group.absent:
         gone = len(group.absent)
-        parts.append(f"{_plural(gone, 'file')} {_are(gone)} gone from disk.")
+        parts.append(f"{plural(gone, 'file')} {are(gone)} gone from disk.")
     parts.append(
         "Uninstalling either deletes all of them and leaves the other installed without its files."
     )
@@ -136,7 +137,7 @@ def _shared_finding(env: Environment, group: _SharedGroup) -> Finding:
         )
     return Finding(
         code="shared-path",
-        severity=_severity(group.claimants, Severity.ERROR),
+        severity=severity_for(group.claimants, Severity.ERROR),
         message=" ".join(parts),
         paths=tuple(sorted(group.paths)),
         evidence={
@@ -180,7 +181,7 @@ def _identical_finding(claimants: Sequence[Distribution], paths: list[str]) -> F
         code="shared-path-identical",
         severity=Severity.INFO,
         message=(
-            f"{_plural(len(paths), 'path')} claimed by {names} with identical contents "
+            f"{plural(len(paths), 'path')} claimed by {names} with identical contents "
             "(harmless while both stay; uninstalling one deletes them for both)."
         ),
         paths=tuple(sorted(paths)),

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from libdoctor.checks.files import Digests, judge
+from libdoctor.checks.verdict import Digests, judge
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.installers import python_for, reinstall_argv, steps_fix, uninstall_argv
@@ -55,7 +55,7 @@ from libdoctor.stack.preload import (
 if TYPE_CHECKING:
     from libdoctor.environment.target import Target
     from libdoctor.loader.extensions import LibraryAnalysis
-    from libdoctor.loader.search import Closure, Resolution
+    from libdoctor.loader.model import Closure, Resolution
 
 __all__ = ["StackAnalysis", "analyse_stack", "check_stack", "removal_fix"]
 

@@ -11,7 +11,7 @@ from libdoctor.disk.stat import RealDisk
 from libdoctor.environment.model import Environment
 from libdoctor.environment.paths import display
 from libdoctor.loader.extensions import LibraryAnalysis
-from libdoctor.loader.search import Resolution
+from libdoctor.loader.model import Resolution
 
 
 def run_analysis(args: argparse.Namespace) -> tuple[LibraryAnalysis, RealDisk]:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from libdoctor.cli import common
 
 if TYPE_CHECKING:
-    from libdoctor.repair.backup import BackupInfo, RestoreResult
+    from libdoctor.repair.journal import BackupInfo
+    from libdoctor.repair.rollback import RestoreResult
 
 
 def register(sub: Any) -> None:
@@ -42,7 +43,8 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from libdoctor.cli.fix import backups_dir
-    from libdoctor.repair.backup import list_backups, locate, restore
+    from libdoctor.repair.journal import list_backups, locate
+    from libdoctor.repair.rollback import restore
 
     root = backups_dir(args)
     if args.list:

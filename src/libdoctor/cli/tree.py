@@ -13,7 +13,7 @@ from libdoctor.errors import LibdoctorError
 
 if TYPE_CHECKING:
     from libdoctor.loader.extensions import LibraryAnalysis
-    from libdoctor.loader.search import Closure, Resolution
+    from libdoctor.loader.model import Closure, Resolution
 
 
 def register(sub: Any) -> None:

@@ -11,7 +11,7 @@ from libdoctor.cli import common
 from libdoctor.environment.paths import display
 
 if TYPE_CHECKING:
-    from libdoctor.loader.search import Closure, Resolution
+    from libdoctor.loader.model import Closure, Resolution
 
 
 def register(sub: Any) -> None:

@@ -19,8 +19,6 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from libdoctor.errors import ElfFormatError
-
 __all__ = [
     "DF_1_NODEFLIB",
     "ELFCLASS32",
@@ -66,6 +64,14 @@ _MAX_DYNAMIC = 1 << 20  # 65536 entries; real libraries have under 100
 _MAX_STRING = 1 << 20
 _STRING_BLOCK = 4096
 
+
+class ElfFormatError(ValueError):
+    """A file is not a well-formed ELF object; carries a one-line reason.
+
+    The checks turn it into an ``elf-invalid`` finding; it never escapes to the user.
+    """
+
+
 ReadAt = Callable[[int, int], bytes]
 """``read_at(offset, size)``: up to ``size`` bytes at ``offset`` (fewer only at end of file)."""
 
@@ -92,7 +98,7 @@ class ElfInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class _Layout:
+class Layout:
     """struct formats for one (class, byte order) combination."""
 
     ehdr: struct.Struct  # e_type .. e_shstrndx (after e_ident)
@@ -101,15 +107,15 @@ class _Layout:
     is64: bool
 
 
-def _layout(elf_class: int, order: str) -> _Layout:
+def layout(elf_class: int, order: str) -> Layout:
     if elf_class == ELFCLASS64:
-        return _Layout(
+        return Layout(
             ehdr=struct.Struct(order + "HHIQQQIHHHHHH"),
             phdr=struct.Struct(order + "IIQQQQQQ"),
             dyn=struct.Struct(order + "qQ"),
             is64=True,
         )
-    return _Layout(
+    return Layout(
         ehdr=struct.Struct(order + "HHIIIIIHHHHHH"),
         phdr=struct.Struct(order + "IIIIIIII"),
         dyn=struct.Struct(order + "iI"),
@@ -117,15 +123,15 @@ def _layout(elf_class: int, order: str) -> _Layout:
     )
 
 
-_LAYOUTS = {
-    (c, d): _layout(c, "<" if d == ELFDATA2LSB else ">")
+LAYOUTS = {
+    (c, d): layout(c, "<" if d == ELFDATA2LSB else ">")
     for c in (ELFCLASS32, ELFCLASS64)
     for d in (ELFDATA2LSB, ELFDATA2MSB)
 }
 
 
 @dataclass(frozen=True, slots=True)
-class _Segment:
+class Segment:
     p_type: int
     offset: int
     vaddr: int
@@ -158,7 +164,7 @@ def parse_elf(data: bytes) -> ElfInfo:
     return _parse(lambda offset, size: view[offset : offset + size], len(view))
 
 
-def _read(read_at: ReadAt, file_size: int, offset: int, size: int, what: str) -> bytes:
+def read_exact(read_at: ReadAt, file_size: int, offset: int, size: int, what: str) -> bytes:
     if offset < 0 or size < 0 or offset + size > file_size:
         raise ElfFormatError(f"{what} extends beyond end of file")
     data = read_at(offset, size)
@@ -179,15 +185,15 @@ def _parse(read_at: ReadAt, file_size: int) -> ElfInfo:
         raise ElfFormatError(f"invalid ELF class {elf_class}")
     if data_enc not in (ELFDATA2LSB, ELFDATA2MSB):
         raise ElfFormatError(f"invalid ELF data encoding {data_enc}")
-    lay = _LAYOUTS[(elf_class, data_enc)]
+    lay = LAYOUTS[(elf_class, data_enc)]
 
     if 16 + lay.ehdr.size > file_size:
         raise ElfFormatError("truncated ELF header")
     (e_type, e_machine, _ver, _entry, e_phoff, _shoff, _flags, _ehsize, e_phentsize, e_phnum) = (
-        lay.ehdr.unpack(_read(read_at, file_size, 16, lay.ehdr.size, "ELF header"))[:10]
+        lay.ehdr.unpack(read_exact(read_at, file_size, 16, lay.ehdr.size, "ELF header"))[:10]
     )
 
-    segments = _read_segments(read_at, file_size, lay, e_phoff, e_phentsize, e_phnum)
+    segments = read_segments(read_at, file_size, lay, e_phoff, e_phentsize, e_phnum)
     interp_seg = next((s for s in segments if s.p_type == PT_INTERP), None)
     dyn_seg = next((s for s in segments if s.p_type == PT_DYNAMIC), None)
     loads = [s for s in segments if s.p_type == PT_LOAD]
@@ -196,7 +202,7 @@ def _parse(read_at: ReadAt, file_size: int) -> ElfInfo:
     if interp_seg is not None:
         if interp_seg.filesz > _MAX_INTERP:
             raise ElfFormatError(f"PT_INTERP too long ({interp_seg.filesz} bytes)")
-        raw = _read(read_at, file_size, interp_seg.offset, interp_seg.filesz, "PT_INTERP")
+        raw = read_exact(read_at, file_size, interp_seg.offset, interp_seg.filesz, "PT_INTERP")
         interpreter = os.fsdecode(raw.split(b"\0", 1)[0])
 
     soname = rpath = runpath = None
@@ -222,9 +228,9 @@ def _parse(read_at: ReadAt, file_size: int) -> ElfInfo:
     )
 
 
-def _read_segments(
-    read_at: ReadAt, file_size: int, lay: _Layout, phoff: int, phentsize: int, phnum: int
-) -> list[_Segment]:
+def read_segments(
+    read_at: ReadAt, file_size: int, lay: Layout, phoff: int, phentsize: int, phnum: int
+) -> list[Segment]:
     if phnum == 0:
         return []
     if phnum == _PN_XNUM:
@@ -233,7 +239,7 @@ def _read_segments(
     if phentsize != lay.phdr.size:
         # The kernel and glibc both insist on the exact size.
         raise ElfFormatError(f"unexpected program header size {phentsize}")
-    table = _read(read_at, file_size, phoff, phnum * phentsize, "program header table")
+    table = read_exact(read_at, file_size, phoff, phnum * phentsize, "program header table")
     segments = []
     for fields in lay.phdr.iter_unpack(table):
         if lay.is64:
@@ -246,7 +252,7 @@ def _read_segments(
             raise ElfFormatError(
                 f"segment {_PT_NAMES[p_type]} at offset {p_offset:#x} extends beyond end of file"
             )
-        segments.append(_Segment(p_type, p_offset, p_vaddr, p_filesz))
+        segments.append(Segment(p_type, p_offset, p_vaddr, p_filesz))
     return segments
 
 
@@ -254,12 +260,12 @@ _PT_NAMES = {PT_LOAD: "PT_LOAD", PT_DYNAMIC: "PT_DYNAMIC", PT_INTERP: "PT_INTERP
 
 
 def _read_dynamic(
-    read_at: ReadAt, file_size: int, lay: _Layout, dyn: _Segment, loads: list[_Segment]
+    read_at: ReadAt, file_size: int, lay: Layout, dyn: Segment, loads: list[Segment]
 ) -> tuple[str | None, tuple[str, ...], str | None, str | None, int]:
     if dyn.filesz > _MAX_DYNAMIC:
         raise ElfFormatError(f"dynamic segment too large ({dyn.filesz} bytes)")
     usable = dyn.filesz - dyn.filesz % lay.dyn.size
-    raw = _read(read_at, file_size, dyn.offset, usable, "dynamic segment")
+    raw = read_exact(read_at, file_size, dyn.offset, usable, "dynamic segment")
 
     needed_offs: list[int] = []
     # Single-valued tags: the last one wins, as in glibc's elf_get_dynamic_info.
@@ -279,14 +285,14 @@ def _read_dynamic(
     if DT_STRTAB not in single:
         raise ElfFormatError("dynamic section has strings but no DT_STRTAB")
 
-    strings = _string_table(read_at, single[DT_STRTAB], single.get(DT_STRSZ), loads)
+    strings = string_table(read_at, single[DT_STRTAB], single.get(DT_STRSZ), loads)
     needed = tuple(strings.get(off) for off in needed_offs)
     soname, rpath, runpath = (strings.get(single[t]) if t in single else None for t in wanted)
     return soname, needed, rpath, runpath, flags_1
 
 
-def _string_table(
-    read_at: ReadAt, strtab: int, strsz: int | None, loads: list[_Segment]
+def string_table(
+    read_at: ReadAt, strtab: int, strsz: int | None, loads: list[Segment]
 ) -> _StringTable:
     """Map DT_STRTAB (a virtual address) to a file range through the PT_LOAD segments."""
     for seg in loads:

@@ -14,20 +14,20 @@ import stat
 import struct
 
 from libdoctor.elf.dynamic import (
-    _LAYOUTS,
     DT_NULL,
     DT_STRTAB,
     ELFCLASS64,
+    LAYOUTS,
     PT_DYNAMIC,
     PT_LOAD,
+    ElfFormatError,
     ReadAt,
-    _read,
-    _read_segments,
-    _Segment,
-    _string_table,
+    Segment,
     is_elf_magic,
+    read_exact,
+    read_segments,
+    string_table,
 )
-from libdoctor.errors import ElfFormatError
 
 DT_HASH = 4
 DT_SYMTAB = 6
@@ -70,12 +70,12 @@ def _defines(read_at: ReadAt, file_size: int, name: str) -> bool:
     ident = read_at(0, 16) if file_size >= 16 else b""
     if not is_elf_magic(ident):
         raise ElfFormatError("not an ELF file")
-    lay = _LAYOUTS.get((ident[4], ident[5]))
+    lay = LAYOUTS.get((ident[4], ident[5]))
     if lay is None:
         raise ElfFormatError("invalid ELF class or data encoding")
-    header = lay.ehdr.unpack(_read(read_at, file_size, 16, lay.ehdr.size, "ELF header"))
+    header = lay.ehdr.unpack(read_exact(read_at, file_size, 16, lay.ehdr.size, "ELF header"))
     phoff, phentsize, phnum = header[4], header[8], header[9]
-    segments = _read_segments(read_at, file_size, lay, phoff, phentsize, phnum)
+    segments = read_segments(read_at, file_size, lay, phoff, phentsize, phnum)
     dyn = next((s for s in segments if s.p_type == PT_DYNAMIC), None)
     if dyn is None:
         return False
@@ -83,7 +83,7 @@ def _defines(read_at: ReadAt, file_size: int, name: str) -> bool:
     usable = dyn.filesz - dyn.filesz % lay.dyn.size
     tags: dict[int, int] = {}
     for tag, value in lay.dyn.iter_unpack(
-        _read(read_at, file_size, dyn.offset, usable, "dynamic segment")
+        read_exact(read_at, file_size, dyn.offset, usable, "dynamic segment")
     ):
         if tag == DT_NULL:
             break
@@ -95,16 +95,16 @@ def _defines(read_at: ReadAt, file_size: int, name: str) -> bool:
     is64 = ident[4] == ELFCLASS64
     sym = struct.Struct(order + ("IBBHQQ" if is64 else "IIIBBH"))
     word = struct.Struct(order + "I")
-    strings = _string_table(read_at, tags[DT_STRTAB], None, loads)
+    strings = string_table(read_at, tags[DT_STRTAB], None, loads)
     symtab = _offset(tags[DT_SYMTAB], loads, "DT_SYMTAB")
     wanted = os.fsencode(name)
 
     def u32(offset: int) -> int:
-        value: int = word.unpack(_read(read_at, file_size, offset, 4, "hash table"))[0]
+        value: int = word.unpack(read_exact(read_at, file_size, offset, 4, "hash table"))[0]
         return value
 
     def matches(index: int) -> bool:
-        raw = _read(read_at, file_size, symtab + index * sym.size, sym.size, "symbol table")
+        raw = read_exact(read_at, file_size, symtab + index * sym.size, sym.size, "symbol table")
         fields = sym.unpack(raw)
         st_name, st_shndx = fields[0], (fields[3] if is64 else fields[5])
         return st_shndx != SHN_UNDEF and strings.get(st_name) == name
@@ -146,7 +146,7 @@ def _defines(read_at: ReadAt, file_size: int, name: str) -> bool:
     return False
 
 
-def _offset(vaddr: int, loads: list[_Segment], what: str) -> int:
+def _offset(vaddr: int, loads: list[Segment], what: str) -> int:
     for seg in loads:
         if seg.vaddr <= vaddr < seg.vaddr + seg.filesz:
             return seg.offset + (vaddr - seg.vaddr)

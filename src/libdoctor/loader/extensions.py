@@ -15,21 +15,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from libdoctor.disk.stat import Disk
+from libdoctor.elf.dynamic import ElfFormatError
 from libdoctor.elf.symbols import defines_symbol
 from libdoctor.environment.model import Environment, is_inside
 from libdoctor.environment.paths import is_native
-from libdoctor.errors import ElfFormatError
-from libdoctor.loader.search import (
-    Closure,
-    FileId,
-    Inspection,
-    Loader,
-    LoaderFS,
-    Process,
-    RealFS,
-    SearchConfig,
-    is_extension_module,
-)
+from libdoctor.loader.fs import FileId, Inspection, LoaderFS, RealFS
+from libdoctor.loader.model import Closure, Process, SearchConfig
+from libdoctor.loader.search import Loader
+from libdoctor.loader.strings import is_extension_module
 from libdoctor.loader.system import LoaderSystem
 
 

@@ -13,8 +13,7 @@ import stat
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from libdoctor.elf.dynamic import ElfInfo, read_elf
-from libdoctor.errors import ElfFormatError
+from libdoctor.elf.dynamic import ElfFormatError, ElfInfo, read_elf
 
 __all__ = ["EHDR64_SIZE", "FileId", "Inspection", "InspectionKind", "LoaderFS", "RealFS"]
 

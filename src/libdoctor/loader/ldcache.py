@@ -21,8 +21,6 @@ import struct
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from libdoctor.errors import LibdoctorError
-
 __all__ = [
     "DEFAULT_CACHE_FLAGS",
     "CacheEntry",
@@ -58,7 +56,7 @@ _EXT_HEADER = 8
 _EXT_SECTION = 16
 
 
-class LdCacheError(LibdoctorError):
+class LdCacheError(ValueError):
     """An ld.so.cache file is malformed; carries a one-line reason."""
 
 

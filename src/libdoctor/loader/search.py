@@ -29,48 +29,30 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from libdoctor.elf.dynamic import DF_1_NODEFLIB, ElfInfo
-from libdoctor.loader.fs import FileId, Inspection, LoaderFS, RealFS
-from libdoctor.loader.fs import InspectionKind as InspectionKind
+from libdoctor.loader.fs import Inspection, LoaderFS, RealFS
 from libdoctor.loader.ldcache import DEFAULT_CACHE_FLAGS
 from libdoctor.loader.model import (
     Closure,
     LoadedObject,
+    NamespaceIndex,
     Process,
     Rejected,
+    RequestKind,
     Resolution,
     SearchConfig,
     SearchDir,
-    _Index,
+    Source,
+    Status,
+    Via,
+)
+from libdoctor.loader.strings import (
     expand_dst,
-    is_extension_module,
     origin_of,
     path_list,
-    split_preload,
 )
-from libdoctor.loader.model import RequestKind as RequestKind
-from libdoctor.loader.model import Source as Source
-from libdoctor.loader.model import Status as Status
-from libdoctor.loader.model import Via as Via
 from libdoctor.loader.verify import ET_EXEC, Verdict, open_verify
 
-__all__ = [
-    "Closure",
-    "FileId",
-    "Inspection",
-    "LoadedObject",
-    "Loader",
-    "LoaderFS",
-    "Process",
-    "RealFS",
-    "Rejected",
-    "Resolution",
-    "SearchConfig",
-    "SearchDir",
-    "expand_dst",
-    "is_extension_module",
-    "origin_of",
-    "split_preload",
-]
+__all__ = ["Loader"]
 
 DF_1_PIE = 0x08000000
 _NOT_FOUND = "cannot open shared object file: No such file or directory"
@@ -148,7 +130,7 @@ class Loader:
         STARTED_BY_KERNEL: as an exec'd program (known by no path; pass ORIGIN =
         dirname(realpath(/proc/self/exe)), see ``start_interpreter``).
         """
-        index = _Index()
+        index = NamespaceIndex()
         ins = self._fs.inspect(self._abs(path))
         verdict, reason = self._verify(ins)
         if verdict != "accept" or ins.elf is None:
@@ -207,8 +189,8 @@ class Loader:
         objects = (*process.objects, *index.objects)
         return Process(process.config, process.exe, process.closure, objects, index), closure
 
-    def _dlopen(self, process: Process, path: str) -> tuple[Closure, _Index | None]:
-        index = _Index(process.index)
+    def _dlopen(self, process: Process, path: str) -> tuple[Closure, NamespaceIndex | None]:
+        index = NamespaceIndex(process.index)
         res = self._request(path, None, "dlopen", index, process.exe)
         root = index.find_path(res.path) if res.path is not None else None
         if root is None:
@@ -228,7 +210,7 @@ class Loader:
         self,
         root: LoadedObject,
         start: Sequence[LoadedObject],
-        index: _Index,
+        index: NamespaceIndex,
         main: LoadedObject | None,
         resolutions: list[Resolution],
     ) -> Closure:
@@ -261,7 +243,7 @@ class Loader:
             resolutions=tuple(resolutions),
         )
 
-    def _add_rtld(self, index: _Index, interpreter: str | None) -> None:
+    def _add_rtld(self, index: NamespaceIndex, interpreter: str | None) -> None:
         """The loader is mapped before anything else; it answers to its names and inode."""
         loader_path = self._config.system.loader_path
         if not loader_path:
@@ -292,7 +274,7 @@ class Loader:
         name: str,
         requester: LoadedObject | None,
         kind: RequestKind,
-        index: _Index,
+        index: NamespaceIndex,
         main: LoadedObject | None,
     ) -> Resolution:
         system = self._config.system
@@ -405,7 +387,7 @@ class Loader:
     # ----------------------------------------------------------------- the search (§1.2)
 
     def _search(
-        self, name: str, requester: LoadedObject, index: _Index, main: LoadedObject | None
+        self, name: str, requester: LoadedObject, index: NamespaceIndex, main: LoadedObject | None
     ) -> _Outcome:
         owners: list[LoadedObject] = []
         if requester.elf.runpath is None:

@@ -32,8 +32,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from libdoctor.elf.dynamic import ELFCLASS64, EM_386, EM_AARCH64, EM_X86_64, read_elf
-from libdoctor.errors import ElfFormatError
+from libdoctor.elf.dynamic import (
+    ELFCLASS64,
+    EM_386,
+    EM_AARCH64,
+    EM_X86_64,
+    ElfFormatError,
+    read_elf,
+)
 from libdoctor.loader.ldcache import LdCache, LdCacheError, load_ld_cache
 
 __all__ = [

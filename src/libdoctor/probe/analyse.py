@@ -20,22 +20,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from libdoctor.checks.files import judge
+from libdoctor.checks.verdict import judge
 from libdoctor.disk.stat import Disk
-from libdoctor.elf.dynamic import read_elf
+from libdoctor.elf.dynamic import ElfFormatError, read_elf
 from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.installers import reinstall_argv, steps_fix
 from libdoctor.environment.model import Claim, Environment, is_inside
 from libdoctor.environment.paths import display
-from libdoctor.errors import ElfFormatError
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.probe.child import (
     CHILD_SOURCE,
     ChildReport,
     MappedFile,
     ProbeError,
-    _signal_name,
     run_child,
+    signal_name,
 )
 
 if TYPE_CHECKING:
@@ -269,7 +268,7 @@ def _import_failed(probe: ChildReport, static: StaticFindings | None, python: st
         if probe.traceback:
             evidence["traceback"] = probe.traceback.splitlines()[-12:]
     if probe.returncode is not None and probe.returncode < 0:
-        evidence["signal"] = _signal_name(probe.returncode)
+        evidence["signal"] = signal_name(probe.returncode)
     if probe.stderr_tail and not probe.ok and probe.error_type == "Crash":
         evidence["stderr"] = probe.stderr_tail.splitlines()[-12:]
     fix: Fix | None = None

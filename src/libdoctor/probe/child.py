@@ -149,7 +149,7 @@ def _mapped(rows: Any) -> tuple[MappedFile, ...]:
     return tuple(MappedFile(str(r[0]), str(r[1]), int(r[2]), bool(r[3])) for r in rows)
 
 
-def _signal_name(code: int) -> str:
+def signal_name(code: int) -> str:
     try:
         return signal.Signals(-code).name
     except ValueError:
@@ -220,7 +220,7 @@ def run_child(
     if doc is None:
         code = proc.returncode
         why = (
-            f"the interpreter died with {_signal_name(code)}"
+            f"the interpreter died with {signal_name(code)}"
             if code is not None and code < 0
             else f"the interpreter exited with status {code}"
         )

@@ -19,7 +19,7 @@ from libdoctor.probe.analyse import Owners, Prediction
 if TYPE_CHECKING:
     from libdoctor.checks.stack import StackAnalysis
     from libdoctor.loader.extensions import LoaderContext
-    from libdoctor.loader.search import Closure
+    from libdoctor.loader.model import Closure
     from libdoctor.stack.preload import TorchStart
 
 
@@ -39,7 +39,8 @@ class StaticPredictor:
         python: str,
         stack: StackAnalysis | None = None,
     ) -> None:
-        from libdoctor.loader.search import Loader, SearchConfig
+        from libdoctor.loader.model import SearchConfig
+        from libdoctor.loader.search import Loader
 
         self._env = env
         self._disk = disk

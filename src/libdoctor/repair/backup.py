@@ -25,45 +25,26 @@ from typing import Any
 from libdoctor.environment.model import is_inside
 from libdoctor.errors import LibdoctorError
 from libdoctor.repair.journal import (
-    _CHUNK,
+    CHUNK,
     JOURNAL,
     LISTING,
     BackupInfo,
     BackupState,
     Entry,
-    RestoreResult,
     SavedFile,
     StepRecord,
-    _fsync_dir,
-    _Guard,
-    _info_to_json,
-    _kind,
-    _Lock,
-    _now,
-    _rollback,
-    _write_json,
+    entry_kind,
+    fsync_dir,
+    info_to_json,
     interrupted,
-    list_backups,
     list_tree,
-    load,
-    locate,
-    restore,
+    now,
+    write_json,
 )
+from libdoctor.repair.lock import Lock
+from libdoctor.repair.rollback import Guard, RestoreResult, rollback
 
-__all__ = [
-    "BackupInfo",
-    "BackupSession",
-    "Entry",
-    "RestoreResult",
-    "SavedFile",
-    "StepRecord",
-    "backup_root",
-    "interrupted",
-    "list_backups",
-    "load",
-    "locate",
-    "restore",
-]
+__all__ = ["BackupSession", "backup_root"]
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -82,7 +63,7 @@ def _copy_out(src: str, dest: str) -> str:
     """Copy SRC to DEST (a new file), fsync'd; returns the sha256 of what was copied."""
     digest = hashlib.sha256()
     with open(src, "rb") as reader, open(dest, "xb") as writer:
-        while chunk := reader.read(_CHUNK):
+        while chunk := reader.read(CHUNK):
             digest.update(chunk)
             writer.write(chunk)
         writer.flush()
@@ -111,7 +92,7 @@ class BackupSession:
         root = os.path.abspath(root)
         if is_inside(root, prefix) or is_inside(os.path.realpath(root), os.path.realpath(prefix)):
             raise LibdoctorError(f"the backup directory {root} must not be inside {prefix}")
-        self._lock = _Lock(root, prefix)
+        self._lock = Lock(root, prefix)
         try:
             pending = interrupted(root, prefix)
             if pending:
@@ -119,13 +100,13 @@ class BackupSession:
                     f"an interrupted repair left backup {pending[-1].id} of {prefix} "
                     f"unrestored: run `libdoctor restore {pending[-1].id}` first"
                 )
-            self._guard = _Guard(prefix)
+            self._guard = Guard(prefix)
             backup_id = _new_id()
             self.path = os.path.join(root, backup_id)
             os.makedirs(os.path.join(self.path, "files"))
             os.makedirs(os.path.join(self.path, "tmp"))
             self.listing = list_tree(prefix, skip=root)
-            _write_json(
+            write_json(
                 os.path.join(self.path, LISTING),
                 {
                     "prefix": prefix,
@@ -133,7 +114,7 @@ class BackupSession:
                 },
             )
             self.info = BackupInfo(
-                backup_id, self.path, prefix, _now(), command, "in-progress", (), ()
+                backup_id, self.path, prefix, now(), command, "in-progress", (), ()
             )
             self._saved: dict[str, SavedFile] = {}
             self._write()
@@ -147,7 +128,7 @@ class BackupSession:
         return os.path.join(self.path, "tmp")
 
     def _write(self) -> None:
-        _write_json(os.path.join(self.path, JOURNAL), _info_to_json(self.info))
+        write_json(os.path.join(self.path, JOURNAL), info_to_json(self.info))
 
     def save(self, paths: Iterable[str]) -> int:
         """Copy each path that existed at the listing and is not yet saved; returns how many."""
@@ -163,7 +144,7 @@ class BackupSession:
                 st = os.lstat(path)
             except FileNotFoundError:
                 continue  # gone already: rollback reports it if it was in the listing
-            kind = _kind(st.st_mode)
+            kind = entry_kind(st.st_mode)
             original = (kind, st.st_size, st.st_mtime_ns) == (
                 before.kind,
                 before.size,
@@ -193,7 +174,7 @@ class BackupSession:
             files.append(saved)
             count += 1
         if count:
-            _fsync_dir(os.path.join(self.path, "files"))
+            fsync_dir(os.path.join(self.path, "files"))
         self.info = replace(self.info, files=tuple(files))
         return count
 
@@ -222,9 +203,9 @@ class BackupSession:
 
     def rollback(self) -> RestoreResult:
         """Undo every step so far; the journal says whether that worked."""
-        result = _rollback(self.info, self.listing, dry_run=False)
+        result = rollback(self.info, self.listing, dry_run=False)
         state: BackupState = "rolled-back" if result.ok else "failed"
-        event = {"at": _now(), "event": "rolled back", "ok": result.ok}
+        event = {"at": now(), "event": "rolled back", "ok": result.ok}
         self.info = replace(self.info, state=state, history=(*self.info.history, event))
         self._write()
         self.close()

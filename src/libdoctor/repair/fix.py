@@ -30,7 +30,9 @@ from libdoctor.environment.model import Environment, build_environment, is_insid
 from libdoctor.environment.target import Target
 from libdoctor.errors import LibdoctorError
 from libdoctor.findings import Finding, Severity
-from libdoctor.repair.backup import BackupInfo, BackupSession, RestoreResult
+from libdoctor.repair.backup import BackupSession
+from libdoctor.repair.journal import BackupInfo
+from libdoctor.repair.rollback import RestoreResult
 from libdoctor.whatif.plan import (
     RUNNABLE_INSTALLERS,
     Simulation,

@@ -43,7 +43,8 @@ from typing import Literal
 
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution
-from libdoctor.loader.search import Closure, Loader, Process
+from libdoctor.loader.model import Closure, Process
+from libdoctor.loader.search import Loader
 from libdoctor.stack.frameworks import FrameworkBuild, Reader, read_file
 
 __all__ = [

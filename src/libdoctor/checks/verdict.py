@@ -1,20 +1,17 @@
-"""What the file checks share: does the disk hold a claim's bytes, and how findings say so.
+"""Does the disk hold a claim's bytes? Sizes always, hashes when --deep read them.
 
-``judge`` compares a claim's size and (with --deep digests) hash with the disk. ``ref``,
-``_severity``, ``_about`` and ``_repair`` word and repair a finding about a distribution,
-informing only (and naming the system package manager) for distro-managed ones.
+``judge`` compares a claim's size and (with digests) hash with the disk; ``Digests`` is how
+the hashing stage hands its results over, and ``RecordDigests`` answers for an environment
+the hash cache vouches is unchanged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from libdoctor.disk.stat import Disk, FileState
-from libdoctor.environment.distributions import Distribution
-from libdoctor.environment.installers import reinstall_fix
 from libdoctor.environment.model import Claim, Environment
-from libdoctor.findings import DistRef, Fix, Severity
 
 # (path, algorithm) -> the file's digest spelled as RECORD spells it ("sha256=<b64>"), so a
 # comparison is one string equality; None: the file could not be read.
@@ -55,37 +52,6 @@ class RecordDigests(Mapping[tuple[str, str], "str | None"]):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
-
-
-def ref(dist: Distribution) -> DistRef:
-    return DistRef(dist.name, dist.version)
-
-
-_EXTERNAL = (
-    " It was not installed by pip, uv or conda (no INSTALLER file): a system package "
-    "manager owns it and may patch its files on purpose; repair it through that manager."
-)
-
-
-def _severity(dists: Sequence[Distribution], severity: Severity) -> Severity:
-    """Findings about distro-managed distributions only inform: their state is the distro's."""
-    return Severity.INFO if all(d.external for d in dists) else severity
-
-
-def _repair(dist: Distribution, env: Environment, note: str = "") -> Fix | None:
-    return None if dist.external else reinstall_fix(dist, env.target, note=note)
-
-
-def _about(dist: Distribution, message: str) -> str:
-    return message + _EXTERNAL if dist.external else message
-
-
-def _plural(n: int, word: str, plural: str | None = None) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {plural or word + 's'}"
-
-
-def _are(n: int) -> str:
-    return "is" if n == 1 else "are"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,45 @@
+"""How a finding about a distribution is worded and repaired.
+
+Distro-managed distributions (no INSTALLER) only inform, and their findings name the system
+package manager instead of a pip command: their state is the distro's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from libdoctor.environment.distributions import Distribution
+from libdoctor.environment.installers import reinstall_fix
+from libdoctor.environment.model import Environment
+from libdoctor.findings import DistRef, Fix, Severity
+
+
+def ref(dist: Distribution) -> DistRef:
+    return DistRef(dist.name, dist.version)
+
+
+EXTERNAL_NOTE = (
+    " It was not installed by pip, uv or conda (no INSTALLER file): a system package "
+    "manager owns it and may patch its files on purpose; repair it through that manager."
+)
+
+
+def severity_for(dists: Sequence[Distribution], severity: Severity) -> Severity:
+    """Findings about distro-managed distributions only inform: their state is the distro's."""
+    return Severity.INFO if all(d.external for d in dists) else severity
+
+
+def repair_fix(dist: Distribution, env: Environment, note: str = "") -> Fix | None:
+    return None if dist.external else reinstall_fix(dist, env.target, note=note)
+
+
+def about(dist: Distribution, message: str) -> str:
+    return message + EXTERNAL_NOTE if dist.external else message
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
+
+
+def are(n: int) -> str:
+    return "is" if n == 1 else "are"
