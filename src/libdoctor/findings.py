@@ -6,7 +6,7 @@ import enum
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 
 class Severity(enum.IntEnum):
@@ -23,11 +23,37 @@ class Severity(enum.IntEnum):
         return cls[text.upper()]
 
 
+Code = Literal[
+    "missing-files",
+    "shared-path",
+    "shared-path-identical",
+    "altered-files",
+    "duplicate-distribution",
+    "record-invalid",
+    "untracked-library",
+    "elf-invalid",
+    "unresolved-library",
+    "driver-library-absent",
+    "optional-library-missing",
+    "shadowed-library",
+    "cuda-mixed-major",
+    "pin-mismatch",
+    "foreign-bytes",
+    "model-unknown",
+    "import-failed",
+    "duplicate-library",
+    "loaded-outside-env",
+    "loaded-foreign-bytes",
+    "static-runtime-mismatch",
+]
+"""Every finding code: a stable contract, never renamed. ``CODES`` says what each means."""
+
+
 @dataclass(frozen=True, slots=True)
 class CodeInfo:
     """What a finding code means. Codes are a stable contract: never rename one."""
 
-    code: str
+    code: Code
     summary: str
     shown_by_default: bool = True
 
@@ -90,7 +116,7 @@ class Fix:
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    code: str
+    code: Code
     severity: Severity
     message: str
     distribution: DistRef | None = None

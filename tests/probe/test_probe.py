@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from libdoctor.errors import LibdoctorError
-from libdoctor.findings import Finding, Fix, Severity
+from libdoctor.findings import Code, Finding, Fix, Severity
 from libdoctor.probe.analyse import explain_failure
 from support.stackfake import EXT, TorchStack, compile_extension, fake_lib
 from support.venvs import SRC_DIR, LibdoctorRun, Venv, VenvFactory, libdoctor_env, pip_install
@@ -105,7 +105,7 @@ def test_split_names_rejects_a_target_before_modules() -> None:
         split_names(["/x/venv", "torch"])
 
 
-def _f(code: str, message: str = "", paths: tuple[str, ...] = (), **evidence: Any) -> Finding:
+def _f(code: Code, message: str = "", paths: tuple[str, ...] = (), **evidence: Any) -> Finding:
     return Finding(code, Severity.ERROR, message, paths=paths, evidence=evidence, fix=Fix(("x",)))
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from libdoctor.disk.stat import FileState, RealDisk
-from libdoctor.findings import DistRef, Finding, Severity
+from libdoctor.findings import Code, DistRef, Finding, Severity
 from libdoctor.whatif.plan import Overlay, diff_findings
 from support.repairs import Cli
 from support.seed import LIB_REL, SeedWheels, build_seed_wheels, import_version
@@ -352,7 +352,7 @@ def test_overlay_removes_and_writes(tmp_path: Path) -> None:
 
 
 def test_diff_findings_by_code_distribution_paths_and_subject() -> None:
-    def f(code: str, paths: tuple[str, ...], **evidence: str) -> Finding:
+    def f(code: Code, paths: tuple[str, ...], **evidence: str) -> Finding:
         return Finding(code, Severity.ERROR, "m", DistRef("x", "1"), paths=paths, evidence=evidence)
 
     before = [
