@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from libdoctor.analysis.run import CheckOptions, native_checks, native_model, run_check
+from libdoctor.analysis import overlap, run
+from libdoctor.analysis.overlap import native_model
+from libdoctor.analysis.run import CheckOptions, native_checks
 from libdoctor.checks.files import check_files, hash_jobs
 from libdoctor.checks.stack import analyse_stack, check_stack
 from libdoctor.disk.hashing import HashCache, HashStats, hash_many
@@ -297,6 +299,26 @@ def test_native_model_gives_the_full_models_findings(
     assert state == "coherent" or expected
 
 
+@pytest.mark.parametrize("state", ["coherent", "overwritten", "wrong_major"])
+@pytest.mark.parametrize("deep", [False, True], ids=["sizes", "deep"])
+def test_the_overlapped_check_equals_the_plain_one(
+    state: str, deep: bool, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """analysis.overlap (the loader work in a forked child) against analysis.run's plain
+    sequential run, the reference: the same findings and the same counts; with --deep once
+    from a cold hash cache and once from the warm one (the unchanged-env shortcut)."""
+    venv: Venv = request.getfixturevalue(state)
+    target = from_directory(venv.path, "test")
+    context = LoaderContext(probe_loader_system(), None, str(venv.path))
+    options = CheckOptions(deep=deep, cache_dir=str(tmp_path), libraries=context)
+    for _ in range(2 if deep else 1):
+        fast = overlap.run_check(target, options)
+        plain = run.run_check(target, options)
+        assert fast.findings == plain.findings
+        assert (fast.distributions, fast.files) == (plain.distributions, plain.files)
+    assert state == "coherent" or fast.findings
+
+
 def test_check_without_a_second_core_gives_the_same_report(
     overwritten: Venv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -305,9 +327,9 @@ def test_check_without_a_second_core_gives_the_same_report(
     target = from_directory(overwritten.path, "test")
     context = LoaderContext(probe_loader_system(), None, str(overwritten.path))
     options = CheckOptions(deep=True, cache_dir=str(tmp_path), libraries=context)
-    forked = run_check(target, options).findings
+    forked = overlap.run_check(target, options).findings
     monkeypatch.setattr(os, "cpu_count", lambda: 1)
-    assert run_check(target, options).findings == forked
+    assert overlap.run_check(target, options).findings == forked
     assert "foreign-bytes" in codes(forked)
 
 

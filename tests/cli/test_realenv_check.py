@@ -70,7 +70,8 @@ def test_deleted_cudnn_is_explained(torch_env: Path, libdoctor: Libdoctor, tmp_p
 
 def test_native_model_gives_the_full_models_findings(torch_env: Path) -> None:
     """``check`` runs the loader and stack checks on a model of the shared objects alone."""
-    from libdoctor.analysis.run import loader_context, native_checks, native_model
+    from libdoctor.analysis.overlap import native_model
+    from libdoctor.analysis.run import loader_context, native_checks
     from libdoctor.disk.stat import RealDisk
     from libdoctor.environment.model import build_environment
     from libdoctor.environment.target import from_directory

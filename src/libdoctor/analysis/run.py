@@ -1,17 +1,22 @@
-"""Discover → model → check: one run of ``libdoctor check``, returned as a value."""
+"""Discover → model → check: one run of ``libdoctor check``, returned as a value.
+
+Plain and sequential: every step after the other, in this process. ``analysis.overlap`` runs
+the same steps with the loader work in a forked child; this module is its reference, and what
+a what-if (``plan``) or a repair runs on a modified model (``run_checks``).
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from libdoctor.analysis.fork import Later, started_in_child
 from libdoctor.checks.files import check_files, hash_jobs, record_differences
 from libdoctor.checks.verdict import Digests, RecordDigests
 from libdoctor.disk.stat import Disk, FileState, RealDisk
 from libdoctor.environment.model import Environment, build_environment
+from libdoctor.environment.paths import NATIVE_ROWS
 from libdoctor.environment.target import Target
 from libdoctor.findings import CODES, Finding, Severity
 
@@ -84,83 +89,12 @@ def native_checks(
     return findings
 
 
-NATIVE_ROWS = ".so"  # every path native_claims() and is_native() accept on Linux has it
-NATIVE_PART = "native"  # the hash cache's part for those paths, read by the forked child
-
-
-def native_model(target: Target) -> Environment:
-    """The model the loader and stack checks need: every distribution, but of each file list
-    only the rows naming a shared object, about a tenth of a torch env's rows."""
-    from libdoctor.environment.distributions import scan_target
-
-    return build_environment(target, scan_target(target, only_containing=NATIVE_ROWS))
-
-
-class _CacheFirst(Mapping[tuple[str, str], "str | None"]):
-    """A forked child's digests: from the hash cache while the file is still the one that
-    was hashed (no waiting), else the parent's, sent once its hashing is done."""
-
-    def __init__(self, cache_dir: str | None, prefix: str, sent: Later[Digests]) -> None:
-        from libdoctor.disk.hashing import HashCache
-
-        self._cache = HashCache.load(cache_dir, prefix, NATIVE_PART)
-        self._disk = RealDisk()
-        self._later = sent
-        self._sent: Digests | None = None
-
-    def _from_parent(self) -> Digests:
-        if self._sent is None:
-            self._sent = self._later.get() or {}
-        return self._sent
-
-    def __getitem__(self, key: tuple[str, str]) -> str | None:
-        from libdoctor.disk.hashing import HashJob
-
-        state = self._disk.stat(key[0])
-        if state.is_file and not state.error:
-            cached = self._cache.get(HashJob(key[0], key[1], state))
-            if cached is not None:
-                return cached
-        return self._from_parent()[key]
-
-    def __iter__(self) -> Iterator[tuple[str, str]]:
-        return iter(self._from_parent())
-
-    def __len__(self) -> int:
-        return len(self._from_parent())
-
-
 def loader_context(environ: Mapping[str, str], cwd: str) -> LoaderContext:
     """The loader's inputs as the user's next ``python`` would get them."""
     from libdoctor.loader.extensions import LoaderContext
     from libdoctor.loader.system import probe_loader_system
 
     return LoaderContext(probe_loader_system(), environ.get("LD_LIBRARY_PATH") or None, cwd)
-
-
-def _start_native(
-    target: Target, options: CheckOptions
-) -> tuple[Callable[[], list[Finding]], Later[Digests] | None]:
-    """Start the loader and stack checks in a child at once, on their own small model
-    (native_model), while the caller parses every file list and stats every file. With
-    --deep the child also gets digests: from the cache, or sent by the caller once it has
-    them (see _CacheFirst). Returns the wait for the findings, and where to send digests."""
-    libraries = options.libraries
-    later: Later[Digests] | None = None
-    digests: Callable[[], Digests | None] | None = None
-    if options.deep:
-        import libdoctor.disk.hashing  # noqa: F401  (before the fork: both processes use it)
-
-        sent: Later[Digests] = Later()
-        later = sent
-
-        def digests() -> Digests | None:
-            return sent.get() if sent.here else _CacheFirst(options.cache_dir, target.prefix, sent)
-
-    def work() -> list[Finding]:  # in the child: nothing is read before the fork
-        return native_checks(native_model(target), RealDisk(), digests, libraries)
-
-    return started_in_child(work, later), later
 
 
 def run_check(
@@ -170,30 +104,38 @@ def run_check(
     progress: ProgressFactory | None = None,
     disk: Disk | None = None,
 ) -> Report:
-    native: Callable[[], list[Finding]] | None = None
-    later: Later[Digests] | None = None
-    if disk is None:
-        native, later = _start_native(target, options)
-        disk = RealDisk()
+    """Every check on TARGET, one step after the other: the reference that
+    ``analysis.overlap.run_check`` (the same run, the loader work in a forked child) must
+    equal, finding for finding."""
+    disk = RealDisk() if disk is None else disk
+    env, states = model_and_states(target, disk)
+    digests, hashing = None, None
+    if options.deep:
+        digests, stats = compute_digests(env, disk, options, progress, states)
+        hashing = stats.as_dict()
+    findings = run_checks(env, disk, digests, options.libraries)
+    return report_of(target, env, disk, findings, hashing, digests)
+
+
+def model_and_states(target: Target, disk: Disk) -> tuple[Environment, list[FileState] | None]:
+    """The full model, and every claimed file's state fetched at once on the real disk (the
+    --deep shortcut fingerprints them; the checks find them in the disk's memo)."""
     env = build_environment(target)
     states = None
     if isinstance(disk, RealDisk):
         pycache = f"{os.sep}__pycache__{os.sep}"  # is_bytecode(), inlined: 22k paths
         states = disk.prefetch(p for p in env.claims if not (p.endswith(".pyc") and pycache in p))
-    hashing: dict[str, int] | None = None
-    digests = None
-    if options.deep:
-        digests, stats = _digests(env, disk, options, progress, states)
-        if later is not None:  # the child's stack checks may wait for these
-            # Unchanged env: the child finds every digest it needs in the cache's native part.
-            fresh = not isinstance(digests, RecordDigests)
-            wire = {k: v for k, v in digests.items() if NATIVE_ROWS in k[0]} if fresh else {}
-            later.set(digests, wire)
-        hashing = stats.as_dict()
-    if native is None:
-        findings = run_checks(env, disk, digests, options.libraries)
-    else:
-        findings = check_files(env, disk, digests) + native()
+    return env, states
+
+
+def report_of(
+    target: Target,
+    env: Environment,
+    disk: Disk,
+    findings: Sequence[Finding],
+    hashing: dict[str, int] | None,
+    digests: Digests | None,
+) -> Report:
     return Report(
         target=target,
         distributions=len(env.distributions),
@@ -206,7 +148,7 @@ def run_check(
     )
 
 
-def _digests(
+def compute_digests(
     env: Environment,
     disk: Disk,
     options: CheckOptions,
@@ -218,6 +160,7 @@ def _digests(
 
     STATES: every claimed file's, as prefetched (None: no shortcut)."""
     from libdoctor.disk.hashing import (
+        NATIVE_PART,
         HashCache,
         HashStats,
         Unchanged,

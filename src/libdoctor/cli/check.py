@@ -79,7 +79,8 @@ def progress_factory(enabled: bool) -> Callable[[int, int], Callable[[int], None
 
 
 def run(args: argparse.Namespace) -> int:
-    from libdoctor.analysis.run import CheckOptions, filter_findings, loader_context, run_check
+    from libdoctor.analysis.overlap import run_check
+    from libdoctor.analysis.run import CheckOptions, filter_findings, loader_context
 
     target = common.discover_target(args)
     cache_dir = None

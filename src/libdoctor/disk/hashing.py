@@ -18,6 +18,7 @@ from libdoctor.disk.stat import FileState
 _CACHE_VERSION = 4  # 4: keyed by file identity, digests spelled as in RECORD
 _RACY_NS = 2_000_000_000
 _CHUNK = 1 << 20
+NATIVE_PART = "native"  # the cache's part for shared objects, read by check's forked child
 
 
 def default_cache_dir(environ: dict[str, str] | None = None) -> str:

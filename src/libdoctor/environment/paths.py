@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 
+NATIVE_ROWS = ".so"  # in every path is_native() accepts on Linux: RECORD rows worth parsing
 _SHARED_LIB = re.compile(r"\.(so|dylib|pyd)$|\.so\.[0-9][0-9A-Za-z.]*$")
 
 
