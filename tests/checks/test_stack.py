@@ -25,17 +25,13 @@ from libdoctor.disk.stat import RealDisk
 from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.model import Environment, build_environment
 from libdoctor.environment.record import ParsedRecord, RecordEntry
+from libdoctor.environment.requirements import RequirementIndex
 from libdoctor.environment.target import SiteDir, Target, from_directory
 from libdoctor.findings import Finding, Severity
 from libdoctor.loader.extensions import LoaderContext, analyse
 from libdoctor.loader.system import probe_loader_system
-from libdoctor.stack.frameworks import (
-    RequirementIndex,
-    cuda_major_of,
-    detect_frameworks,
-    parse_cupy_name,
-    parse_torch_version_py,
-)
+from libdoctor.stack.cuda import cuda_major_of
+from libdoctor.stack.frameworks import detect_frameworks, parse_cupy_name, parse_torch_version_py
 from support.stackfake import TorchStack, fake_lib, torch_version_py
 from support.venvs import Libdoctor, Venv, VenvFactory, pip_env, pip_install
 from support.wheels import WheelFactory

@@ -32,17 +32,10 @@ from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.installers import python_for, reinstall_argv, steps_fix, uninstall_argv
 from libdoctor.environment.model import Claim, Environment, is_inside
 from libdoctor.environment.paths import display, is_bytecode, is_native
+from libdoctor.environment.requirements import Pin, RequirementIndex
 from libdoctor.findings import DistRef, Finding, Fix, Severity
-from libdoctor.stack.frameworks import (
-    CudaPackage,
-    FrameworkBuild,
-    Pin,
-    Reader,
-    RequirementIndex,
-    cuda_packages,
-    detect_frameworks,
-    read_file,
-)
+from libdoctor.stack.cuda import CudaPackage, cuda_packages
+from libdoctor.stack.frameworks import FrameworkBuild, Reader, detect_frameworks, read_file
 from libdoctor.stack.preload import (
     MODELS,
     ModelChoice,
