@@ -12,26 +12,21 @@ could not run, or a step failed and everything was rolled back.
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from libdoctor import __version__
-from libdoctor.cli import common
+from libdoctor.cli import changes, common
 
 if TYPE_CHECKING:
     from libdoctor.environment.target import Target
     from libdoctor.findings import Finding
     from libdoctor.repair.fix import FixPlan, InstallerOptions, RunResult
     from libdoctor.report.text import Line
-    from libdoctor.whatif.plan import Step
 
 
 def register(sub: Any) -> None:
-    from libdoctor.cli.plan import add_library_option
-
     fix = sub.add_parser(
         "fix",
         help="repair what check finds: reinstall damaged distributions, with backup and rollback",
@@ -41,7 +36,7 @@ def register(sub: Any) -> None:
     )
     common.add_target_options(fix)
     common.add_output_options(fix)
-    add_library_option(fix)
+    common.add_library_option(fix)
     fix.add_argument("--dry-run", action="store_true", help="show the plan, run nothing")
     fix.add_argument("-y", "--yes", action="store_true", help="run without asking")
     fix.add_argument(
@@ -49,64 +44,8 @@ def register(sub: Any) -> None:
         action="store_true",
         help="also uninstall cuda-mixed-major leftovers when the plan proves it safe",
     )
-    add_installer_options(fix)
+    changes.add_installer_options(fix)
     fix.set_defaults(func=run)
-
-
-def add_installer_options(parser: argparse.ArgumentParser, *, hooks: bool = True) -> None:
-    group = parser.add_argument_group("installer options (passed through to pip or uv)")
-    group.add_argument("--find-links", "-f", action="append", default=[], metavar="DIR|URL")
-    group.add_argument("--index-url", "-i", metavar="URL")
-    group.add_argument("--extra-index-url", action="append", default=[], metavar="URL")
-    group.add_argument("--no-index", action="store_true")
-    parser.add_argument(
-        "--cache-dir", metavar="DIR", help="backups and downloads (default: user cache dir)"
-    )
-    if hooks:
-        # Test hook: a command prefix put before every installer command (fault injection).
-        parser.add_argument("--installer-cmd", help=argparse.SUPPRESS)
-
-
-def installer_options(args: argparse.Namespace) -> InstallerOptions:
-    from libdoctor.repair.fix import InstallerOptions
-
-    return InstallerOptions(
-        find_links=tuple(os.path.abspath(p) if os.path.exists(p) else p for p in args.find_links),
-        index_url=args.index_url,
-        extra_index_urls=tuple(args.extra_index_url),
-        no_index=args.no_index,
-    )
-
-
-def cache_dir(args: argparse.Namespace) -> str:
-    from libdoctor.disk.hashing import default_cache_dir
-
-    return os.path.abspath(args.cache_dir or default_cache_dir())
-
-
-def backups_dir(args: argparse.Namespace) -> str:
-    from libdoctor.repair.backup import backup_root
-
-    return backup_root(cache_dir(args))
-
-
-def confirm(question: str, yes: bool, what: str) -> None:
-    """Go on with --yes, or a 'y' on a terminal; otherwise a one-line error (exit 2)."""
-    from libdoctor.errors import LibdoctorError
-
-    if yes:
-        return
-    if not sys.stdin.isatty():
-        raise LibdoctorError(f"not running {what} without --yes (stdin is not a terminal)")
-    sys.stderr.write(f"{question} [y/N] ")
-    sys.stderr.flush()
-    answer = sys.stdin.readline().strip().lower()
-    if answer not in ("y", "yes"):
-        raise LibdoctorError("cancelled: nothing was changed")
-
-
-def say(text: str) -> None:
-    print(f"libdoctor: {text}", file=sys.stderr, flush=True)
 
 
 def shown(findings: Sequence[Finding]) -> list[Finding]:
@@ -119,20 +58,19 @@ def shown(findings: Sequence[Finding]) -> list[Finding]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from libdoctor.cli.plan import libraries
     from libdoctor.disk.stat import RealDisk
     from libdoctor.environment.model import build_environment
     from libdoctor.repair.fix import plan_fix
 
     target = common.discover_target(args)
-    libs = libraries(args)
+    libs = common.libraries(args)
     fix = plan_fix(
         build_environment(target),
         RealDisk(),
         remove_leftovers=args.remove_leftovers,
         libraries=libs,
     )
-    options = installer_options(args)
+    options = changes.installer_options(args)
     if args.dry_run or not fix.steps:
         emit_fix(args, target, fix, options, None, None)
         return common.exit_code(shown(fix.predicted), "error")
@@ -140,50 +78,13 @@ def run(args: argparse.Namespace) -> int:
         emit_fix(args, target, fix, options, None, None)
     n = len(fix.steps)
     what = "this step" if n == 1 else f"these {n} steps"
-    confirm(f"Run {what}?", args.yes, f"{n} repair step{'s' if n != 1 else ''}")
+    changes.confirm(f"Run {what}?", args.yes, f"{n} repair step{'s' if n != 1 else ''}")
     command = shlex.join(["libdoctor", "fix", target.prefix])
-    result, after = execute(args, target, fix.steps, libs, command)
+    result, after = changes.execute(args, target, fix.steps, libs, command)
     emit_fix(args, target, fix, options, result, after)
     if not result.ok:
         return common.EXIT_ERROR
     return common.exit_code(shown(after or ()), "error")
-
-
-def execute(
-    args: argparse.Namespace, target: Target, steps: Sequence[Step], libs: Any, command: str
-) -> tuple[RunResult, list[Finding] | None]:
-    """Run STEPS with backup and rollback; then check again (None if it was rolled back)."""
-    from libdoctor.repair.fix import recheck, run_steps
-
-    wrapper = tuple(shlex.split(args.installer_cmd)) if args.installer_cmd else ()
-    result = run_steps(
-        target,
-        steps,
-        backups=backups_dir(args),
-        command=command,
-        options=installer_options(args),
-        environ=os.environ,
-        wrapper=wrapper,
-        echo=sys.stderr.isatty() and not args.json,
-        notify=say,
-    )
-    if not result.ok:
-        failed = next(r for r in result.results if r.returncode != 0)
-        say(f"{shlex.join(failed.argv)} failed with exit {failed.returncode}")
-        for line in failed.output.splitlines()[-10:]:
-            say(f"  | {line}")
-        rollback = result.rollback
-        if rollback is not None and rollback.ok:
-            say(f"rolled back: the target is as before (backup {result.backup.id})")
-        elif rollback is not None:
-            say(
-                f"rollback incomplete ({len(rollback.problems)} problems); "
-                f"backup {result.backup.id}"
-            )
-            for path, why in rollback.problems[:10]:
-                say(f"  {path}: {why}")
-        return result, None
-    return result, recheck(target, libs)
 
 
 # --------------------------------------------------------------------------- output

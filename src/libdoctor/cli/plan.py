@@ -14,10 +14,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from libdoctor import __version__
-from libdoctor.cli import common
+from libdoctor.cli import changes, common
 
 if TYPE_CHECKING:
-    from libdoctor.environment.target import Target
     from libdoctor.findings import Finding
     from libdoctor.report.text import Line
     from libdoctor.whatif.plan import Plan, Step
@@ -49,46 +48,14 @@ def register(sub: Any) -> None:
         "their wheels downloaded into the user cache. TARGET, if given, is the last argument.",
     )
     install.add_argument("items", nargs="+", metavar="WHEEL|REQ... [TARGET]")
-    from libdoctor.cli.fix import add_installer_options
 
     for parser in (uninstall, install):
         common.add_target_options(parser, positional=False)
         common.add_output_options(parser)
-        add_library_option(parser)
-    add_installer_options(install, hooks=False)
+        common.add_library_option(parser)
+    changes.add_installer_options(install, hooks=False)
     uninstall.set_defaults(func=run_uninstall)
     install.set_defaults(func=run_install)
-
-
-def add_library_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--no-libraries", action="store_true", help="skip the native library (loader) checks"
-    )
-
-
-def split_target(items: Sequence[str], *, wheels: bool = False) -> tuple[list[str], str | None]:
-    """NAME... [TARGET]: the last item is the target when it is an existing directory, or a
-    path (has a '/') that is not a wheel file. Distribution names never contain '/'."""
-    names = list(items)
-    if len(names) >= 2:
-        last = names[-1]
-        is_wheel = wheels and last.endswith(".whl")
-        if os.path.isdir(last) or (os.sep in last and not is_wheel):
-            return names[:-1], last
-    return names, None
-
-
-def discover(args: argparse.Namespace, names: list[str], target: str | None) -> Target:
-    args.target = target
-    return common.discover_target(args)
-
-
-def libraries(args: argparse.Namespace) -> Any:
-    if args.no_libraries:
-        return None
-    from libdoctor.analysis.run import loader_context
-
-    return loader_context(os.environ, os.getcwd())
 
 
 # --------------------------------------------------------------------------- run
@@ -99,22 +66,19 @@ def run_uninstall(args: argparse.Namespace) -> int:
     from libdoctor.environment.model import build_environment
     from libdoctor.whatif.plan import plan_uninstall
 
-    names, target_arg = split_target(args.items)
-    target = discover(args, names, target_arg)
-    plan = plan_uninstall(build_environment(target), RealDisk(), names, libraries(args))
+    names, target = common.items_and_target(args)
+    plan = plan_uninstall(build_environment(target), RealDisk(), names, common.libraries(args))
     output(args, plan)
     return common.EXIT_FINDINGS if plan.verdict == "breaks" else common.EXIT_OK
 
 
 def run_install(args: argparse.Namespace) -> int:
-    from libdoctor.cli.fix import cache_dir, installer_options
     from libdoctor.disk.stat import RealDisk
     from libdoctor.environment.model import build_environment
     from libdoctor.repair.fix import resolve_requirements
     from libdoctor.whatif.plan import plan_install, read_wheel
 
-    items, target_arg = split_target(args.items, wheels=True)
-    target = discover(args, items, target_arg)
+    items, target = common.items_and_target(args, wheels=True)
     wheel_paths = [i for i in items if i.endswith(".whl") and os.path.isfile(i)]
     requirements = [i for i in items if i not in wheel_paths]
     notes: list[str] = []
@@ -122,29 +86,22 @@ def run_install(args: argparse.Namespace) -> int:
         resolved = resolve_requirements(
             target,
             requirements,
-            options=installer_options(args),
-            cache_dir=cache_dir(args),
+            options=changes.installer_options(args),
+            cache_dir=changes.cache_dir(args),
             environ=os.environ,
             echo=sys.stderr.isatty() and not args.json,
-            notify=progress_printer(args),
+            notify=changes.say,
         )
         wheel_paths += resolved.wheels
         notes += resolved.notes
     wheels = [read_wheel(os.path.abspath(p)) for p in wheel_paths]
-    plan = plan_install(build_environment(target), RealDisk(), wheels, libraries(args))
+    plan = plan_install(build_environment(target), RealDisk(), wheels, common.libraries(args))
     if notes:
         from dataclasses import replace
 
         plan = replace(plan, notes=(*notes, *plan.notes))
     output(args, plan)
     return common.EXIT_FINDINGS if plan.verdict == "breaks" else common.EXIT_OK
-
-
-def progress_printer(args: argparse.Namespace) -> Any:
-    def say(text: str) -> None:
-        print(f"libdoctor: {text}", file=sys.stderr, flush=True)
-
-    return say
 
 
 def visible(plan: Plan) -> Plan:

@@ -15,7 +15,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from libdoctor.cli import common
+from libdoctor.cli import changes, common
 
 if TYPE_CHECKING:
     from libdoctor.repair.backup import BackupInfo, RestoreResult
@@ -41,10 +41,9 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from libdoctor.cli.fix import backups_dir
     from libdoctor.repair.backup import list_backups, locate, restore
 
-    root = backups_dir(args)
+    root = changes.backups_dir(args)
     if args.list:
         backups = list_backups(root)
         if args.json:

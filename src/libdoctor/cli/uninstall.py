@@ -15,7 +15,7 @@ import os
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from libdoctor.cli import common
+from libdoctor.cli import changes, common
 
 if TYPE_CHECKING:
     from libdoctor.findings import Finding
@@ -24,9 +24,6 @@ if TYPE_CHECKING:
 
 
 def register(sub: Any) -> None:
-    from libdoctor.cli.fix import add_installer_options
-    from libdoctor.cli.plan import add_library_option
-
     uninstall = sub.add_parser(
         "uninstall",
         help="pip uninstall, refused when it would break another distribution",
@@ -38,7 +35,7 @@ def register(sub: Any) -> None:
     uninstall.add_argument("items", nargs="+", metavar="NAME... [TARGET]")
     common.add_target_options(uninstall, positional=False)
     common.add_output_options(uninstall)
-    add_library_option(uninstall)
+    common.add_library_option(uninstall)
     mode = uninstall.add_mutually_exclusive_group()
     mode.add_argument(
         "--repair",
@@ -47,21 +44,19 @@ def register(sub: Any) -> None:
     )
     mode.add_argument("--force", action="store_true", help="uninstall even if it breaks things")
     uninstall.add_argument("--dry-run", action="store_true", help="show the plan, run nothing")
-    add_installer_options(uninstall)
+    changes.add_installer_options(uninstall)
     uninstall.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from libdoctor.cli.fix import execute, say
-    from libdoctor.cli.plan import discover, libraries, output, split_target
+    from libdoctor.cli.plan import output
     from libdoctor.disk.stat import RealDisk
     from libdoctor.environment.model import build_environment
     from libdoctor.findings import Severity
     from libdoctor.whatif.plan import diff_findings, plan_uninstall
 
-    names, target_arg = split_target(args.items)
-    target = discover(args, names, target_arg)
-    libs = libraries(args)
+    names, target = common.items_and_target(args)
+    libs = common.libraries(args)
     plan = plan_uninstall(build_environment(target), RealDisk(), names, libs)
     refusal = None
     steps = plan.steps
@@ -84,14 +79,14 @@ def run(args: argparse.Namespace) -> int:
     if refusal is not None or args.dry_run:
         output(args, plan)
         if refusal is not None:
-            say(refusal)
+            changes.say(refusal)
             return common.EXIT_FINDINGS
         return common.EXIT_OK
     if not args.json:
         output(args, plan)
     mode = ["--repair"] if args.repair else ["--force"] if args.force else []
     command = shlex.join(["libdoctor", "uninstall", *names, target.prefix, *mode])
-    result, after = execute(args, target, steps, libs, command)
+    result, after = changes.execute(args, target, steps, libs, command)
     _emit(args, plan, result, after)
     if not result.ok:
         return common.EXIT_ERROR
