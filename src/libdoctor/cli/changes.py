@@ -15,14 +15,17 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from libdoctor.cli import common
+
 if TYPE_CHECKING:
     from libdoctor.environment.target import Target
     from libdoctor.findings import Finding
     from libdoctor.loader.extensions import LoaderContext
     from libdoctor.repair.fix import InstallerOptions, RunResult
-    from libdoctor.whatif.plan import Step
+    from libdoctor.whatif.plan import Plan, Step
 
-# Failed installer output can be long; the end says why it failed.
+# A failed installer's output can be long, and its end says why it failed; --json lists
+# every problem of a rollback.
 _OUTPUT_TAIL = 10
 _PROBLEMS_SHOWN = 10
 
@@ -86,6 +89,16 @@ def confirm(question: str, yes: bool, what: str) -> None:
 def say(text: str) -> None:
     """Progress and failures go to stderr, so stdout stays the report (and valid JSON)."""
     print(f"libdoctor: {text}", file=sys.stderr, flush=True)
+
+
+def write_plan(args: argparse.Namespace, plan: Plan) -> None:
+    """The plan as `libdoctor plan` shows it: uninstall shows the same before it runs."""
+    from libdoctor.report.plan import plan_json, plan_text
+
+    if args.json:
+        common.write(plan_json(plan, common.target_dict(plan.target)))
+    else:
+        common.write(plan_text(plan, verbose=args.verbose, color=common.use_color(args)))
 
 
 def execute(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from libdoctor.cli import changes, common
 
 if TYPE_CHECKING:
+    from libdoctor.environment.target import Target
     from libdoctor.findings import Finding
     from libdoctor.repair.fix import RunResult
     from libdoctor.whatif.plan import Plan
@@ -49,7 +50,6 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from libdoctor.cli.plan import output
     from libdoctor.disk.stat import RealDisk
     from libdoctor.environment.model import build_environment
     from libdoctor.findings import Severity
@@ -58,36 +58,21 @@ def run(args: argparse.Namespace) -> int:
     names, target = common.items_and_target(args)
     libs = common.libraries(args)
     plan = plan_uninstall(build_environment(target), RealDisk(), names, libs)
-    refusal = None
-    steps = plan.steps
-    if plan.verdict == "breaks":
-        if args.repair and plan.repair_is_safe:
-            steps = (*plan.steps, *plan.repair)
-        elif args.repair:
-            refusal = (
-                "refused: no reinstall undoes what this uninstall breaks (--force to do it anyway)"
-            )
-        elif not args.force:
-            hint = " (--repair does it safely)" if plan.repair_is_safe else ""
-            refusal = f"refused: the uninstall breaks {len(plan.breaks)} thing(s){hint}"
-    outside = [p for r in plan.removals for p in r.outside]
-    if outside and not args.force and not _is_venv(target.prefix):
-        refusal = refusal or (
-            "refused: RECORD names paths outside the prefix and pip deletes those outside a venv "
-            "(--force to do it anyway)"
-        )
+    refusal = _refusal(args, plan, target)
     if refusal is not None or args.dry_run:
-        output(args, plan)
+        changes.write_plan(args, plan)
         if refusal is not None:
             changes.say(refusal)
             return common.EXIT_FINDINGS
         return common.EXIT_OK
     if not args.json:
-        output(args, plan)
+        changes.write_plan(args, plan)
+    repairing = args.repair and plan.verdict == "breaks" and plan.repair_is_safe
+    steps = (*plan.steps, *plan.repair) if repairing else plan.steps
     mode = ["--repair"] if args.repair else ["--force"] if args.force else []
     command = shlex.join(["libdoctor", "uninstall", *names, target.prefix, *mode])
     result, after = changes.execute(args, target, steps, libs, command)
-    _emit(args, plan, result, after)
+    _write(args, plan, result, after)
     if not result.ok:
         return common.EXIT_ERROR
     new = diff_findings(plan.before, after or ()).new
@@ -96,32 +81,32 @@ def run(args: argparse.Namespace) -> int:
     )
 
 
-def _emit(
-    args: argparse.Namespace, plan: Plan, result: RunResult, after: list[Finding] | None
-) -> None:
-    from libdoctor.cli.fix import run_dict, run_lines, shown
-    from libdoctor.cli.plan import plan_dict, visible
-
-    if args.json:
-        from libdoctor.report import json as json_report
-
-        common.write(
-            json_report.render(
-                target=common.target_dict(plan.target),
-                summary={"stage": "after" if after is not None else "before"},
-                findings=shown(after if after is not None else plan.before),
-                extra={
-                    "plan": plan_dict(visible(plan)),
-                    "run": run_dict(result, plan.before, after),
-                },
-            )
+def _refusal(args: argparse.Namespace, plan: Plan, target: Target) -> str | None:
+    """Why the uninstall must not run as asked, or None; --force overrides every reason."""
+    if plan.verdict == "breaks" and args.repair and not plan.repair_is_safe:
+        return "refused: no reinstall undoes what this uninstall breaks (--force to do it anyway)"
+    if plan.verdict == "breaks" and not args.repair and not args.force:
+        hint = " (--repair does it safely)" if plan.repair_is_safe else ""
+        return f"refused: the uninstall breaks {len(plan.breaks)} thing(s){hint}"
+    outside = [p for r in plan.removals for p in r.outside]
+    if outside and not args.force and not _is_venv(target.prefix):
+        return (
+            "refused: RECORD names paths outside the prefix and pip deletes those outside a venv "
+            "(--force to do it anyway)"
         )
-        return
-    from libdoctor.report import text as text_report
-
-    lines = run_lines(result, plan.before, after)
-    common.write(text_report.to_string(lines, color=common.use_color(args)))
+    return None
 
 
 def _is_venv(prefix: str) -> bool:
     return os.path.isfile(os.path.join(prefix, "pyvenv.cfg"))
+
+
+def _write(
+    args: argparse.Namespace, plan: Plan, result: RunResult, after: list[Finding] | None
+) -> None:
+    from libdoctor.report.uninstall import uninstall_json, uninstall_text
+
+    if args.json:
+        common.write(uninstall_json(plan, common.target_dict(plan.target), result, after))
+    else:
+        common.write(uninstall_text(plan, result, after, color=common.use_color(args)))
