@@ -322,7 +322,7 @@ def test_plan_install_of_an_upgrade_that_drops_the_library(
 
 
 def test_split_target(tmp_path: Path) -> None:
-    from libdoctor.cli.plan import split_target
+    from libdoctor.cli.common import split_target
 
     venv = str(tmp_path)
     assert split_target(["a", "b"]) == (["a", "b"], None)

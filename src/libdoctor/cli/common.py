@@ -12,6 +12,7 @@ from libdoctor.findings import CODES, Finding, Severity
 
 if TYPE_CHECKING:
     from libdoctor.environment.target import Target
+    from libdoctor.loader.extensions import LoaderContext
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -69,6 +70,39 @@ def add_filter_options(parser: argparse.ArgumentParser) -> None:
         help="exit 1 when a finding at or above this severity is shown (default: error)",
     )
     parser.add_argument("--all", action="store_true", help="also show codes hidden by default")
+
+
+def add_library_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-libraries", action="store_true", help="skip the native library (loader) checks"
+    )
+
+
+def libraries(args: argparse.Namespace) -> LoaderContext | None:
+    """The loader's inputs from libdoctor's own environment, unless --no-libraries."""
+    if args.no_libraries:
+        return None
+    from libdoctor.analysis.run import loader_context
+
+    return loader_context(os.environ, os.getcwd())
+
+
+def split_target(items: Sequence[str], *, wheels: bool = False) -> tuple[list[str], str | None]:
+    """NAME... [TARGET]: the last item is the target when it is an existing directory, or a
+    path (has a '/') that is not a wheel file. Distribution names never contain '/'."""
+    names = list(items)
+    if len(names) >= 2:
+        last = names[-1]
+        is_wheel = wheels and last.endswith(".whl")
+        if os.path.isdir(last) or (os.sep in last and not is_wheel):
+            return names[:-1], last
+    return names, None
+
+
+def items_and_target(args: argparse.Namespace, *, wheels: bool = False) -> tuple[list[str], Target]:
+    """For commands whose TARGET trails their NAME... items (argparse cannot tell them apart)."""
+    items, args.target = split_target(args.items, wheels=wheels)
+    return items, discover_target(args)
 
 
 def use_color(args: argparse.Namespace) -> bool:

@@ -8,21 +8,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from libdoctor import __version__
-from libdoctor.cli import common
-
-if TYPE_CHECKING:
-    from libdoctor.environment.target import Target
-    from libdoctor.findings import Finding
-    from libdoctor.report.text import Line
-    from libdoctor.whatif.plan import Plan, Step
-
-SHOWN = 8
+from libdoctor.cli import changes, common
 
 
 def register(sub: Any) -> None:
@@ -49,49 +38,13 @@ def register(sub: Any) -> None:
         "their wheels downloaded into the user cache. TARGET, if given, is the last argument.",
     )
     install.add_argument("items", nargs="+", metavar="WHEEL|REQ... [TARGET]")
-    from libdoctor.cli.fix import add_installer_options
-
     for parser in (uninstall, install):
         common.add_target_options(parser, positional=False)
         common.add_output_options(parser)
-        add_library_option(parser)
-    add_installer_options(install, hooks=False)
+        common.add_library_option(parser)
+    changes.add_installer_options(install, hooks=False)
     uninstall.set_defaults(func=run_uninstall)
     install.set_defaults(func=run_install)
-
-
-def add_library_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--no-libraries", action="store_true", help="skip the native library (loader) checks"
-    )
-
-
-def split_target(items: Sequence[str], *, wheels: bool = False) -> tuple[list[str], str | None]:
-    """NAME... [TARGET]: the last item is the target when it is an existing directory, or a
-    path (has a '/') that is not a wheel file. Distribution names never contain '/'."""
-    names = list(items)
-    if len(names) >= 2:
-        last = names[-1]
-        is_wheel = wheels and last.endswith(".whl")
-        if os.path.isdir(last) or (os.sep in last and not is_wheel):
-            return names[:-1], last
-    return names, None
-
-
-def discover(args: argparse.Namespace, names: list[str], target: str | None) -> Target:
-    args.target = target
-    return common.discover_target(args)
-
-
-def libraries(args: argparse.Namespace) -> Any:
-    if args.no_libraries:
-        return None
-    from libdoctor.analysis.run import loader_context
-
-    return loader_context(os.environ, os.getcwd())
-
-
-# --------------------------------------------------------------------------- run
 
 
 def run_uninstall(args: argparse.Namespace) -> int:
@@ -99,22 +52,21 @@ def run_uninstall(args: argparse.Namespace) -> int:
     from libdoctor.environment.model import build_environment
     from libdoctor.whatif.plan import plan_uninstall
 
-    names, target_arg = split_target(args.items)
-    target = discover(args, names, target_arg)
-    plan = plan_uninstall(build_environment(target), RealDisk(), names, libraries(args))
-    output(args, plan)
+    names, target = common.items_and_target(args)
+    plan = plan_uninstall(build_environment(target), RealDisk(), names, common.libraries(args))
+    changes.write_plan(args, plan)
     return common.EXIT_FINDINGS if plan.verdict == "breaks" else common.EXIT_OK
 
 
 def run_install(args: argparse.Namespace) -> int:
-    from libdoctor.cli.fix import cache_dir, installer_options
+    from dataclasses import replace
+
     from libdoctor.disk.stat import RealDisk
     from libdoctor.environment.model import build_environment
     from libdoctor.repair.fix import resolve_requirements
     from libdoctor.whatif.plan import plan_install, read_wheel
 
-    items, target_arg = split_target(args.items, wheels=True)
-    target = discover(args, items, target_arg)
+    items, target = common.items_and_target(args, wheels=True)
     wheel_paths = [i for i in items if i.endswith(".whl") and os.path.isfile(i)]
     requirements = [i for i in items if i not in wheel_paths]
     notes: list[str] = []
@@ -122,303 +74,17 @@ def run_install(args: argparse.Namespace) -> int:
         resolved = resolve_requirements(
             target,
             requirements,
-            options=installer_options(args),
-            cache_dir=cache_dir(args),
+            options=changes.installer_options(args),
+            cache_dir=changes.cache_dir(args),
             environ=os.environ,
             echo=sys.stderr.isatty() and not args.json,
-            notify=progress_printer(args),
+            notify=changes.say,
         )
         wheel_paths += resolved.wheels
         notes += resolved.notes
     wheels = [read_wheel(os.path.abspath(p)) for p in wheel_paths]
-    plan = plan_install(build_environment(target), RealDisk(), wheels, libraries(args))
+    plan = plan_install(build_environment(target), RealDisk(), wheels, common.libraries(args))
     if notes:
-        from dataclasses import replace
-
         plan = replace(plan, notes=(*notes, *plan.notes))
-    output(args, plan)
+    changes.write_plan(args, plan)
     return common.EXIT_FINDINGS if plan.verdict == "breaks" else common.EXIT_OK
-
-
-def progress_printer(args: argparse.Namespace) -> Any:
-    def say(text: str) -> None:
-        print(f"libdoctor: {text}", file=sys.stderr, flush=True)
-
-    return say
-
-
-def visible(plan: Plan) -> Plan:
-    """The plan as the user sees it: codes hidden by default (like check) left out."""
-    from dataclasses import replace
-
-    from libdoctor.cli.fix import shown
-
-    return replace(plan, new=tuple(shown(plan.new)), resolved=tuple(shown(plan.resolved)))
-
-
-def output(args: argparse.Namespace, plan: Plan) -> None:
-    plan = visible(plan)
-    if args.json:
-        from libdoctor.report import json as json_report
-
-        common.write(
-            json_report.render(
-                target=common.target_dict(plan.target),
-                summary={"distributions": plan.distributions, "files": plan.files},
-                findings=plan.new,
-                extra={"plan": plan_dict(plan)},
-            )
-        )
-    else:
-        from libdoctor.report import text as text_report
-
-        common.write(
-            text_report.to_string(plan_lines(plan, args.verbose), color=common.use_color(args))
-        )
-
-
-# --------------------------------------------------------------------------- JSON
-
-
-def _ref(dist: Any) -> dict[str, str]:
-    return {"name": dist.name, "version": dist.version}
-
-
-def step_dict(step: Step, extra: Sequence[str] = ()) -> dict[str, Any]:
-    argv = (*step.argv, *extra) if step.action != "uninstall" else step.argv
-    out: dict[str, Any] = {
-        "action": step.action,
-        "distribution": {"name": step.name, "version": step.version},
-        "argv": list(argv),
-        "command": shlex.join(argv),
-    }
-    if step.reason:
-        out["reason"] = step.reason
-    return out
-
-
-def plan_dict(plan: Plan) -> dict[str, Any]:
-    from libdoctor.report.json import finding_dict
-
-    sequence: dict[str, Any] | None = None
-    if plan.repair:
-        sequence = {
-            "steps": [step_dict(s) for s in (*plan.steps, *plan.repair)],
-            "verified": plan.repair_is_safe,
-            "remaining": [finding_dict(f) for f in plan.after_repair or ()],
-        }
-    return {
-        "action": plan.action,
-        "subjects": list(plan.subjects),
-        "verdict": plan.verdict,
-        "breaks": len(plan.breaks),
-        "steps": [step_dict(s) for s in plan.steps],
-        "removals": [
-            {
-                "distribution": _ref(r.dist),
-                "files": list(r.files),
-                "directories": list(r.dirs),
-                "absent": list(r.absent),
-                "outside_prefix": list(r.outside),
-            }
-            for r in plan.removals
-        ],
-        "co_owned": [
-            {
-                "path": c.path,
-                "removed_with": _ref(c.removed_with),
-                "owners": [_ref(o) for o in c.owners],
-                "identical": c.identical,
-            }
-            for c in plan.co_owned
-        ],
-        "overwrites": [
-            {
-                "path": o.path,
-                "wheel": o.wheel,
-                "owners": [_ref(d) for d in o.owners],
-                "identical": o.identical,
-            }
-            for o in plan.overwrites
-        ],
-        "new_findings": [finding_dict(f) for f in plan.new],
-        "resolved_findings": [finding_dict(f) for f in plan.resolved],
-        "safe_sequence": sequence,
-        "notes": list(plan.notes),
-    }
-
-
-# --------------------------------------------------------------------------- text
-
-
-def _plural(n: int, word: str, plural: str | None = None) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {plural or word + 's'}"
-
-
-def _paths(lines: list[Line], items: Sequence[tuple[str, str]], verbose: bool) -> None:
-    from libdoctor.environment.paths import display
-    from libdoctor.report.text import Line
-
-    shown = items if verbose else items[:SHOWN]
-    for path, note in shown:
-        line = Line.of("    " + display(path), "dim")
-        lines.append(line.plus(f"   {note}") if note else line)
-    if len(items) > len(shown):
-        lines.append(
-            Line.of(f"    … and {len(items) - len(shown)} more (--verbose or --json)", "dim")
-        )
-
-
-def findings_block(title: str, findings: Sequence[Finding], verbose: bool) -> list[Line]:
-    from libdoctor.report.text import Line, finding_lines
-
-    if not findings:
-        return []
-    lines = [Line.of(title, "bold")]
-    for finding in findings:
-        lines += finding_lines(finding, verbose)
-    return lines
-
-
-def steps_lines(steps: Sequence[Step], extra: Sequence[str] = ()) -> list[Line]:
-    from libdoctor.environment.paths import display
-    from libdoctor.report.text import Line
-
-    lines = []
-    for number, step in enumerate(steps, start=1):
-        argv = (*step.argv, *extra) if step.action != "uninstall" else step.argv
-        line = Line.of(f"  {number}. ").plus(display(shlex.join(argv)))
-        if step.reason:
-            line = line.plus(f"   # {step.reason}", "dim")
-        lines.append(line)
-    return lines
-
-
-def plan_lines(plan: Plan, verbose: bool) -> list[Line]:
-    from libdoctor.environment.paths import display
-    from libdoctor.report.text import Line
-
-    subjects = ", ".join(plan.subjects) or "nothing"
-    lines = [
-        Line.of(
-            f"libdoctor {__version__}: plan {plan.action} {subjects} in "
-            f"{display(plan.target.prefix)}",
-            "bold",
-        ),
-        Line.of(),
-    ]
-    if plan.action == "uninstall":
-        lines += _removal_lines(plan, verbose)
-    else:
-        lines += _install_lines(plan, verbose)
-    for note in plan.notes:
-        lines.append(Line.of(f"note: {display(note)}", "dim", wrap=True))
-    if plan.notes:
-        lines.append(Line.of())
-    breaks = plan.breaks
-    lines += findings_block(f"Breaks {_plural(len(breaks), 'thing')}:", breaks, verbose)
-    minor = [f for f in plan.new if f not in breaks]
-    lines += findings_block("New, not errors:", minor, verbose)
-    if plan.resolved:
-        lines.append(Line.of(f"Resolves {_plural(len(plan.resolved), 'finding')}:", "bold"))
-        for finding in plan.resolved:
-            who = f"  {finding.distribution.name}" if finding.distribution else ""
-            lines.append(Line.of(f"  ✓ {finding.code}{who}", "green"))
-        lines.append(Line.of())
-    if plan.repair:
-        checked = (
-            "checked: nothing breaks"
-            if plan.repair_is_safe
-            else f"still breaks {_plural(len(plan.after_repair or ()), 'thing')}"
-        )
-        lines.append(Line.of(f"Safe sequence ({checked}):", "bold"))
-        lines += steps_lines((*plan.steps, *plan.repair))
-        if plan.repair_is_safe:
-            names = " ".join(s.name for s in plan.steps)
-            lines.append(
-                Line.of("  with backup and rollback: ", "dim").plus(
-                    f"libdoctor uninstall {names} --repair {display(plan.target.prefix)}"
-                )
-            )
-        lines.append(Line.of())
-    verdict = (
-        Line.of("Verdict: safe", "bold green").plus(
-            " — no check reports anything new at error level"
-        )
-        if plan.verdict == "safe"
-        else Line.of(f"Verdict: breaks {_plural(len(breaks), 'thing')}", "bold red").plus(
-            " (safe with the sequence above)" if plan.repair_is_safe else ""
-        )
-    )
-    lines.append(verdict)
-    return lines
-
-
-def _removal_lines(plan: Plan, verbose: bool) -> list[Line]:
-    from libdoctor.report.text import Line
-
-    lines: list[Line] = []
-    co_owned = {c.path: c for c in plan.co_owned}
-    for removal in plan.removals:
-        lines.append(
-            Line.of(
-                f"pip uninstall {removal.dist.display} would delete "
-                f"{_plural(len(removal.files), 'file')} and "
-                f"{_plural(len(removal.dirs), 'directory', 'directories')}",
-                "bold",
-            )
-        )
-        shared = [co_owned[p] for p in removal.files if p in co_owned]
-        if shared:
-            lines.append(
-                Line.of(
-                    f"  {_plural(len(shared), 'of them is', 'of them are')} also claimed by "
-                    "distributions that stay:"
-                )
-            )
-            items = [
-                (
-                    c.path,
-                    ", ".join(o.display for o in c.owners)
-                    + (" (identical bytes)" if c.identical else " (different bytes)"),
-                )
-                for c in sorted(shared, key=lambda c: (c.identical, c.path))
-            ]
-            _paths(lines, items, verbose)
-        elif removal.files:
-            lines.append(Line.of("  no other distribution claims any of them", "dim"))
-        if verbose:
-            _paths(lines, [(p, "") for p in removal.files], True)
-        lines.append(Line.of())
-    return lines
-
-
-def _install_lines(plan: Plan, verbose: bool) -> list[Line]:
-    from libdoctor.report.text import Line
-
-    lines: list[Line] = []
-    differing = [o for o in plan.overwrites if not o.identical]
-    identical = [o for o in plan.overwrites if o.identical]
-    if differing:
-        lines.append(
-            Line.of(
-                f"Overwrites {_plural(len(differing), 'file')} with different bytes:", "bold red"
-            )
-        )
-        items = [
-            (
-                o.path,
-                (", ".join(d.display for d in o.owners) or "no distribution claims it")
-                + f"  ← {o.wheel}",
-            )
-            for o in differing
-        ]
-        _paths(lines, items, verbose)
-    else:
-        lines.append(Line.of("Overwrites no file of another distribution with other bytes", "bold"))
-    if identical:
-        lines.append(
-            Line.of(f"  and {_plural(len(identical), 'file')} with identical bytes", "dim")
-        )
-    lines.append(Line.of())
-    return lines

@@ -15,18 +15,16 @@ import os
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from libdoctor.cli import common
+from libdoctor.cli import changes, common
 
 if TYPE_CHECKING:
+    from libdoctor.environment.target import Target
     from libdoctor.findings import Finding
     from libdoctor.repair.fix import RunResult
     from libdoctor.whatif.plan import Plan
 
 
 def register(sub: Any) -> None:
-    from libdoctor.cli.fix import add_installer_options
-    from libdoctor.cli.plan import add_library_option
-
     uninstall = sub.add_parser(
         "uninstall",
         help="pip uninstall, refused when it would break another distribution",
@@ -38,7 +36,7 @@ def register(sub: Any) -> None:
     uninstall.add_argument("items", nargs="+", metavar="NAME... [TARGET]")
     common.add_target_options(uninstall, positional=False)
     common.add_output_options(uninstall)
-    add_library_option(uninstall)
+    common.add_library_option(uninstall)
     mode = uninstall.add_mutually_exclusive_group()
     mode.add_argument(
         "--repair",
@@ -47,52 +45,34 @@ def register(sub: Any) -> None:
     )
     mode.add_argument("--force", action="store_true", help="uninstall even if it breaks things")
     uninstall.add_argument("--dry-run", action="store_true", help="show the plan, run nothing")
-    add_installer_options(uninstall)
+    changes.add_installer_options(uninstall)
     uninstall.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from libdoctor.cli.fix import execute, say
-    from libdoctor.cli.plan import discover, libraries, output, split_target
     from libdoctor.disk.stat import RealDisk
     from libdoctor.environment.model import build_environment
     from libdoctor.findings import Severity
     from libdoctor.whatif.plan import diff_findings, plan_uninstall
 
-    names, target_arg = split_target(args.items)
-    target = discover(args, names, target_arg)
-    libs = libraries(args)
+    names, target = common.items_and_target(args)
+    libs = common.libraries(args)
     plan = plan_uninstall(build_environment(target), RealDisk(), names, libs)
-    refusal = None
-    steps = plan.steps
-    if plan.verdict == "breaks":
-        if args.repair and plan.repair_is_safe:
-            steps = (*plan.steps, *plan.repair)
-        elif args.repair:
-            refusal = (
-                "refused: no reinstall undoes what this uninstall breaks (--force to do it anyway)"
-            )
-        elif not args.force:
-            hint = " (--repair does it safely)" if plan.repair_is_safe else ""
-            refusal = f"refused: the uninstall breaks {len(plan.breaks)} thing(s){hint}"
-    outside = [p for r in plan.removals for p in r.outside]
-    if outside and not args.force and not _is_venv(target.prefix):
-        refusal = refusal or (
-            "refused: RECORD names paths outside the prefix and pip deletes those outside a venv "
-            "(--force to do it anyway)"
-        )
+    refusal = _refusal(args, plan, target)
     if refusal is not None or args.dry_run:
-        output(args, plan)
+        changes.write_plan(args, plan)
         if refusal is not None:
-            say(refusal)
+            changes.say(refusal)
             return common.EXIT_FINDINGS
         return common.EXIT_OK
     if not args.json:
-        output(args, plan)
+        changes.write_plan(args, plan)
+    repairing = args.repair and plan.verdict == "breaks" and plan.repair_is_safe
+    steps = (*plan.steps, *plan.repair) if repairing else plan.steps
     mode = ["--repair"] if args.repair else ["--force"] if args.force else []
     command = shlex.join(["libdoctor", "uninstall", *names, target.prefix, *mode])
-    result, after = execute(args, target, steps, libs, command)
-    _emit(args, plan, result, after)
+    result, after = changes.execute(args, target, steps, libs, command)
+    _write(args, plan, result, after)
     if not result.ok:
         return common.EXIT_ERROR
     new = diff_findings(plan.before, after or ()).new
@@ -101,32 +81,32 @@ def run(args: argparse.Namespace) -> int:
     )
 
 
-def _emit(
-    args: argparse.Namespace, plan: Plan, result: RunResult, after: list[Finding] | None
-) -> None:
-    from libdoctor.cli.fix import run_dict, run_lines, shown
-    from libdoctor.cli.plan import plan_dict, visible
-
-    if args.json:
-        from libdoctor.report import json as json_report
-
-        common.write(
-            json_report.render(
-                target=common.target_dict(plan.target),
-                summary={"stage": "after" if after is not None else "before"},
-                findings=shown(after if after is not None else plan.before),
-                extra={
-                    "plan": plan_dict(visible(plan)),
-                    "run": run_dict(result, plan.before, after),
-                },
-            )
+def _refusal(args: argparse.Namespace, plan: Plan, target: Target) -> str | None:
+    """Why the uninstall must not run as asked, or None; --force overrides every reason."""
+    if plan.verdict == "breaks" and args.repair and not plan.repair_is_safe:
+        return "refused: no reinstall undoes what this uninstall breaks (--force to do it anyway)"
+    if plan.verdict == "breaks" and not args.repair and not args.force:
+        hint = " (--repair does it safely)" if plan.repair_is_safe else ""
+        return f"refused: the uninstall breaks {len(plan.breaks)} thing(s){hint}"
+    outside = [p for r in plan.removals for p in r.outside]
+    if outside and not args.force and not _is_venv(target.prefix):
+        return (
+            "refused: RECORD names paths outside the prefix and pip deletes those outside a venv "
+            "(--force to do it anyway)"
         )
-        return
-    from libdoctor.report import text as text_report
-
-    lines = run_lines(result, plan.before, after)
-    common.write(text_report.to_string(lines, color=common.use_color(args)))
+    return None
 
 
 def _is_venv(prefix: str) -> bool:
     return os.path.isfile(os.path.join(prefix, "pyvenv.cfg"))
+
+
+def _write(
+    args: argparse.Namespace, plan: Plan, result: RunResult, after: list[Finding] | None
+) -> None:
+    from libdoctor.report.uninstall import uninstall_json, uninstall_text
+
+    if args.json:
+        common.write(uninstall_json(plan, common.target_dict(plan.target), result, after))
+    else:
+        common.write(uninstall_text(plan, result, after, color=common.use_color(args)))

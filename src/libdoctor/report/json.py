@@ -76,4 +76,9 @@ def render(
         "findings": [finding_dict(f) for f in findings],
         **_clean(extra or {}),
     }
+    return dumps(document)
+
+
+def dumps(document: Mapping[str, Any]) -> str:
+    """The layout all of libdoctor's JSON documents share: indented, ending in a newline."""
     return json.dumps(document, indent=2) + "\n"

@@ -1,0 +1,144 @@
+"""What the commands that change the target share (fix, uninstall, restore; plan predicts).
+
+They pass the same index options through to the target's installer, keep backups and
+downloads under one cache directory, ask before writing, and run their steps the same way:
+a backup before each step, a rollback on failure, then every check again. Keeping that here
+keeps each command module a plain parse, call, render, exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from libdoctor.cli import common
+
+if TYPE_CHECKING:
+    from libdoctor.environment.target import Target
+    from libdoctor.findings import Finding
+    from libdoctor.loader.extensions import LoaderContext
+    from libdoctor.repair.fix import InstallerOptions, RunResult
+    from libdoctor.whatif.plan import Plan, Step
+
+# A failed installer's output can be long, and its end says why it failed; --json lists
+# every problem of a rollback.
+_OUTPUT_TAIL = 10
+_PROBLEMS_SHOWN = 10
+
+
+def add_installer_options(parser: argparse.ArgumentParser, *, hooks: bool = True) -> None:
+    group = parser.add_argument_group("installer options (passed through to pip or uv)")
+    group.add_argument("--find-links", "-f", action="append", default=[], metavar="DIR|URL")
+    group.add_argument("--index-url", "-i", metavar="URL")
+    group.add_argument("--extra-index-url", action="append", default=[], metavar="URL")
+    group.add_argument("--no-index", action="store_true")
+    parser.add_argument(
+        "--cache-dir", metavar="DIR", help="backups and downloads (default: user cache dir)"
+    )
+    if hooks:
+        # Test hook: a command prefix put before every installer command (fault injection).
+        parser.add_argument("--installer-cmd", help=argparse.SUPPRESS)
+
+
+def installer_options(args: argparse.Namespace) -> InstallerOptions:
+    """Local --find-links made absolute: the installer runs in another working directory."""
+    from libdoctor.repair.fix import InstallerOptions
+
+    return InstallerOptions(
+        find_links=tuple(os.path.abspath(p) if os.path.exists(p) else p for p in args.find_links),
+        index_url=args.index_url,
+        extra_index_urls=tuple(args.extra_index_url),
+        no_index=args.no_index,
+    )
+
+
+def cache_dir(args: argparse.Namespace) -> str:
+    from libdoctor.disk.hashing import default_cache_dir
+
+    return os.path.abspath(args.cache_dir or default_cache_dir())
+
+
+def backups_dir(args: argparse.Namespace) -> str:
+    from libdoctor.repair.backup import backup_root
+
+    return backup_root(cache_dir(args))
+
+
+def confirm(question: str, yes: bool, what: str) -> None:
+    """Go on with --yes, or a 'y' on a terminal; otherwise a one-line error (exit 2).
+
+    A script that forgot --yes must fail loudly rather than hang on a prompt or, worse,
+    change an environment nobody agreed to change."""
+    from libdoctor.errors import LibdoctorError
+
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise LibdoctorError(f"not running {what} without --yes (stdin is not a terminal)")
+    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline().strip().lower()
+    if answer not in ("y", "yes"):
+        raise LibdoctorError("cancelled: nothing was changed")
+
+
+def say(text: str) -> None:
+    """Progress and failures go to stderr, so stdout stays the report (and valid JSON)."""
+    print(f"libdoctor: {text}", file=sys.stderr, flush=True)
+
+
+def write_plan(args: argparse.Namespace, plan: Plan) -> None:
+    """The plan as `libdoctor plan` shows it: uninstall shows the same before it runs."""
+    from libdoctor.report.plan import plan_json, plan_text
+
+    if args.json:
+        common.write(plan_json(plan, common.target_dict(plan.target)))
+    else:
+        common.write(plan_text(plan, verbose=args.verbose, color=common.use_color(args)))
+
+
+def execute(
+    args: argparse.Namespace,
+    target: Target,
+    steps: Sequence[Step],
+    libs: LoaderContext | None,
+    command: str,
+) -> tuple[RunResult, list[Finding] | None]:
+    """Run STEPS with backup and rollback; then check again (None if it was rolled back)."""
+    from libdoctor.repair.fix import recheck, run_steps
+
+    wrapper = tuple(shlex.split(args.installer_cmd)) if args.installer_cmd else ()
+    result = run_steps(
+        target,
+        steps,
+        backups=backups_dir(args),
+        command=command,
+        options=installer_options(args),
+        environ=os.environ,
+        wrapper=wrapper,
+        echo=sys.stderr.isatty() and not args.json,
+        notify=say,
+    )
+    if not result.ok:
+        _say_failure(result)
+        return result, None
+    return result, recheck(target, libs)
+
+
+def _say_failure(result: RunResult) -> None:
+    """Which step failed and how it ended: the target's state decides what the user does next."""
+    failed = next(r for r in result.results if r.returncode != 0)
+    say(f"{shlex.join(failed.argv)} failed with exit {failed.returncode}")
+    for line in failed.output.splitlines()[-_OUTPUT_TAIL:]:
+        say(f"  | {line}")
+    rollback = result.rollback
+    if rollback is not None and rollback.ok:
+        say(f"rolled back: the target is as before (backup {result.backup.id})")
+    elif rollback is not None:
+        say(f"rollback incomplete ({len(rollback.problems)} problems); backup {result.backup.id}")
+        for path, why in rollback.problems[:_PROBLEMS_SHOWN]:
+            say(f"  {path}: {why}")

@@ -1,0 +1,235 @@
+"""fix as JSON and as text: the reinstalls it plans and, once they ran, what they changed.
+
+A run's outcome (``run_dict``, ``run_lines``) is also uninstall's: both run their steps the
+same way, with a backup and a check before and after, so they report it the same way.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from libdoctor import __version__
+from libdoctor.environment.paths import display
+from libdoctor.findings import Severity, count_by_severity
+from libdoctor.report import json as json_report
+from libdoctor.report.plan import findings_block, step_dict, steps_lines
+from libdoctor.report.shown import shown
+from libdoctor.report.text import Line, plural, to_string
+from libdoctor.whatif.plan import diff_findings
+
+if TYPE_CHECKING:
+    from libdoctor.environment.target import Target
+    from libdoctor.findings import Finding
+    from libdoctor.repair.fix import FixPlan, InstallerOptions, RunResult
+
+# (key in the counts, one, many): "info" is a mass noun, "0 info" like "1 info".
+_COUNTED = (
+    ("errors", "error", "errors"),
+    ("warnings", "warning", "warnings"),
+    ("infos", "info", "info"),
+)
+
+
+def fix_json(
+    target: Mapping[str, Any],
+    fix: FixPlan,
+    options: InstallerOptions,
+    result: RunResult | None,
+    after: list[Finding] | None,
+    *,
+    dry_run: bool,
+) -> str:
+    """The plan, and with RESULT how the run went; the findings are those of now, or after."""
+    return json_report.render(
+        target=target,
+        summary={"stage": "after" if after is not None else "before"},
+        findings=shown(after if after is not None else fix.before),
+        extra={"fix": fix_dict(fix, options, result, after, dry_run=dry_run)},
+    )
+
+
+def fix_text(
+    target: Target,
+    fix: FixPlan,
+    options: InstallerOptions,
+    result: RunResult | None,
+    after: list[Finding] | None,
+    *,
+    color: bool,
+) -> str:
+    """The plan before the run (RESULT None), how the run went after it: the plan is already
+    on the screen by then."""
+    lines = (
+        fix_lines(target, fix, options) if result is None else run_lines(result, fix.before, after)
+    )
+    return to_string(lines, color=color)
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def fix_dict(
+    fix: FixPlan,
+    options: InstallerOptions,
+    result: RunResult | None,
+    after: Sequence[Finding] | None,
+    *,
+    dry_run: bool,
+) -> dict[str, Any]:
+    finding_dict = json_report.finding_dict
+    return {
+        "dry_run": dry_run,
+        "steps": [step_dict(s, options) for s in fix.steps],
+        "addressed": [finding_dict(f) for f in fix.addressed],
+        "not_handled": [{"finding": finding_dict(f), "reason": why} for f, why in fix.not_handled],
+        "predicted": [finding_dict(f) for f in shown(fix.predicted)],
+        "predicted_new": [finding_dict(f) for f in fix.new],
+        "notes": list(fix.notes),
+        **run_dict(result, fix.before, after),
+    }
+
+
+def run_dict(
+    result: RunResult | None, before: Sequence[Finding], after: Sequence[Finding] | None
+) -> dict[str, Any]:
+    if result is None:
+        return {"ran": False}
+    out: dict[str, Any] = {
+        "ran": True,
+        "ok": result.ok,
+        "backup": {
+            "id": result.backup.id,
+            "path": result.backup.path,
+            "state": result.backup.state,
+        },
+        "results": [
+            {
+                "command": shlex.join(r.argv),
+                "argv": list(r.argv),
+                "returncode": r.returncode,
+                "files_backed_up": r.saved,
+            }
+            for r in result.results
+        ],
+        "rolled_back": result.rollback is not None,
+    }
+    if result.rollback is not None:
+        out["rollback_problems"] = [{"path": p, "reason": w} for p, w in result.rollback.problems]
+    if after is not None:
+        diff = diff_findings(shown(before), shown(after))
+        out["resolved"] = [json_report.finding_dict(f) for f in diff.resolved]
+        out["new"] = [json_report.finding_dict(f) for f in diff.new]
+        out["before"] = _counts(shown(before))
+        out["after"] = _counts(shown(after))
+    return out
+
+
+def _counts(findings: Sequence[Finding]) -> dict[str, int]:
+    counts = count_by_severity(findings)
+    return {
+        "errors": counts[Severity.ERROR],
+        "warnings": counts[Severity.WARNING],
+        "infos": counts[Severity.INFO],
+    }
+
+
+# --------------------------------------------------------------------------- text
+
+
+def counts_text(findings: Sequence[Finding]) -> str:
+    if not findings:
+        return "no problems"
+    counts = _counts(findings)
+    return ", ".join(plural(counts[key], one, many) for key, one, many in _COUNTED)
+
+
+def _who(finding: Finding) -> str:
+    dist = finding.distribution
+    return f"  {dist.name} {dist.version}" if dist else ""
+
+
+def fix_lines(target: Target, fix: FixPlan, options: InstallerOptions) -> list[Line]:
+    lines = [
+        Line.of(
+            f"libdoctor {__version__}: fix {display(target.prefix)} (chosen by {target.chosen_by})",
+            "bold",
+        ),
+        Line.of(),
+        Line.of("Now: ").plus(counts_text(shown(fix.before))),
+    ]
+    if fix.steps:
+        lines.append(Line.of(f"Plan ({plural(len(fix.steps), 'step')}):", "bold"))
+        lines += steps_lines(fix.steps, options)
+        lines.append(Line.of("Repairs:", "bold"))
+        for finding in fix.addressed:
+            lines.append(Line.of(f"  ✓ {finding.code}{_who(finding)}", "green"))
+    else:
+        lines.append(Line.of("Nothing fix can repair by reinstalling.", "bold"))
+    lines += _left_for_you(target, fix)
+    for note in fix.notes:
+        lines.append(Line.of(f"note: {note}", "dim", wrap=True))
+    if fix.steps:
+        lines.append(Line.of("Predicted after: ").plus(counts_text(shown(fix.predicted))))
+        if fix.new:
+            lines.append(
+                Line.of(f"  warning: the plan itself would add {len(fix.new)} finding(s)", "yellow")
+            )
+    lines.append(Line.of())
+    return lines
+
+
+def _left_for_you(target: Target, fix: FixPlan) -> list[Line]:
+    """What fix will not do, why, and the command that would; an uninstall in it is pointed
+    at ``libdoctor uninstall``, which checks it first and keeps a backup."""
+    if not fix.not_handled:
+        return []
+    lines = [Line.of("Left for you:", "bold")]
+    for finding, why in fix.not_handled:
+        who = f"  {finding.distribution.name}" if finding.distribution else ""
+        lines.append(Line.of(f"  ! {finding.code}{who}: ", "yellow").plus(why, ""))
+        if finding.fix is None:
+            continue
+        lines.append(Line.of("      suggested: ", "dim").plus(display(finding.fix.command)))
+        removed = [step[-1] for step in finding.fix.steps if "uninstall" in step]
+        if removed:
+            safely = shlex.join(["libdoctor", "uninstall", *removed, target.prefix])
+            lines.append(
+                Line.of("      checked, with backup: ", "dim").plus(display(safely + " --repair"))
+            )
+    return lines
+
+
+def run_lines(
+    result: RunResult, before: Sequence[Finding], after: Sequence[Finding] | None
+) -> list[Line]:
+    """AFTER is None when the run failed: then only whether the target is as before matters."""
+    if after is None:
+        return [_failure_line(result)]
+    diff = diff_findings(shown(before), shown(after))
+    lines = [
+        Line.of("Before: ", "bold").plus(counts_text(shown(before))),
+        Line.of("After:  ", "bold").plus(counts_text(shown(after))),
+    ]
+    for finding in diff.resolved:
+        lines.append(Line.of(f"  ✓ resolved {finding.code}{_who(finding)}", "green"))
+    lines += findings_block("New:", diff.new, False, "bold red")
+    remaining = [f for f in shown(after) if f not in diff.new]
+    lines += findings_block("Still there:", remaining, False)
+    lines.append(
+        Line.of(
+            f"Backup {result.backup.id}: `libdoctor restore {result.backup.id}` "
+            "puts the previous state back",
+            "dim",
+        )
+    )
+    return lines
+
+
+def _failure_line(result: RunResult) -> Line:
+    if result.rollback is not None and result.rollback.ok:
+        return Line.of("Failed, rolled back: the target is as it was before.", "bold red")
+    return Line.of(
+        f"Failed ({result.backup.state}); see `libdoctor restore {result.backup.id}`", "bold red"
+    )

@@ -1,0 +1,109 @@
+"""The backups, and what a restore did (or would do), as JSON and as text.
+
+Plain strings rather than styled lines: restore has no colour option, and its lines are
+mostly paths, which must stay whole for grep and copy-paste.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from libdoctor.environment.paths import display
+from libdoctor.report.json import dumps
+from libdoctor.report.text import PATHS_SHOWN
+
+if TYPE_CHECKING:
+    from libdoctor.repair.journal import BackupInfo
+    from libdoctor.repair.rollback import RestoreResult
+
+# The version of restore's own documents, which are not findings reports.
+_SCHEMA_VERSION = 1
+# A failed restore lists its differences: enough to see the pattern, short of a flood.
+_PROBLEMS_SHOWN = 20
+
+
+def list_json(backups: Sequence[BackupInfo]) -> str:
+    return dumps({"schema_version": _SCHEMA_VERSION, "backups": [info_dict(b) for b in backups]})
+
+
+def result_json(result: RestoreResult) -> str:
+    return dumps(
+        {
+            "schema_version": _SCHEMA_VERSION,
+            "backup": info_dict(result.backup),
+            **result_dict(result),
+        }
+    )
+
+
+def info_dict(info: BackupInfo) -> dict[str, Any]:
+    return {
+        "id": info.id,
+        "path": info.path,
+        "prefix": info.prefix,
+        "created": info.created,
+        "command": info.command,
+        "state": info.state,
+        "needs_restore": info.needs_restore,
+        "files": len(info.files),
+        "steps": [
+            {"command": " ".join(s.argv), "state": s.state, "returncode": s.returncode}
+            for s in info.steps
+        ],
+    }
+
+
+def result_dict(result: RestoreResult) -> dict[str, Any]:
+    return {
+        "dry_run": result.dry_run,
+        "ok": result.ok,
+        "removed": list(result.removed),
+        "restored": list(result.restored),
+        "recreated": list(result.recreated),
+        "unchanged": len(result.unchanged),
+        "problems": [{"path": p, "reason": why} for p, why in result.problems],
+    }
+
+
+def list_text(root: str, backups: Sequence[BackupInfo]) -> str:
+    if not backups:
+        return f"No backups in {display(root)}\n"
+    lines = [f"Backups in {display(root)}:"]
+    for info in backups:
+        flag = "  ← needs restore" if info.needs_restore else ""
+        lines.append(
+            f"  {info.id}  {info.state:<12} {len(info.files):>6} files  "
+            f"{display(info.prefix)}  ({display(info.command)}){flag}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _some(paths: Sequence[str], verbose: bool) -> list[str]:
+    shown = paths if verbose else paths[:PATHS_SHOWN]
+    out = [f"    {display(p)}" for p in shown]
+    if len(paths) > len(shown):
+        out.append(f"    … and {len(paths) - len(shown)} more (--verbose)")
+    return out
+
+
+def result_text(result: RestoreResult, verbose: bool) -> str:
+    info = result.backup
+    would = "would be " if result.dry_run else ""
+    lines = [f"Backup {info.id} of {display(info.prefix)} ({display(info.command)})"]
+    lines.append(f"  {len(result.removed)} entries created since {would}removed")
+    lines += _some(result.removed, verbose)
+    lines.append(f"  {len(result.restored)} files {would}restored from the backup")
+    lines += _some(result.restored, verbose)
+    if result.recreated:
+        lines.append(f"  {len(result.recreated)} directories {would}re-created")
+    lines.append(f"  {len(result.unchanged)} saved files were already identical")
+    if result.dry_run:
+        lines.append("Dry run: nothing was changed.")
+    elif result.ok:
+        lines.append("Restored and verified: the prefix matches the backup.")
+    else:
+        lines.append(f"Restored with {len(result.problems)} difference(s) left:")
+        for path, why in result.problems[: None if verbose else _PROBLEMS_SHOWN]:
+            lines.append(f"    {display(path)}: {why}")
+    return "\n".join(lines) + "\n"

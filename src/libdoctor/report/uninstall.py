@@ -1,0 +1,43 @@
+"""uninstall as JSON and as text, once it ran: the plan it followed and how the run went.
+
+The plan itself, shown before anything runs, is ``report.plan``'s; the run's outcome reads
+like fix's (``report.fix``), since both run their steps the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from libdoctor.report import json as json_report
+from libdoctor.report.fix import run_dict, run_lines
+from libdoctor.report.plan import plan_dict, visible
+from libdoctor.report.shown import shown
+from libdoctor.report.text import to_string
+
+if TYPE_CHECKING:
+    from libdoctor.findings import Finding
+    from libdoctor.repair.fix import RunResult
+    from libdoctor.whatif.plan import Plan
+
+
+def uninstall_json(
+    plan: Plan, target: Mapping[str, Any], result: RunResult, after: list[Finding] | None
+) -> str:
+    """The findings are those after the run, or (rolled back) those of before."""
+    return json_report.render(
+        target=target,
+        summary={"stage": "after" if after is not None else "before"},
+        findings=shown(after if after is not None else plan.before),
+        extra={
+            "plan": plan_dict(visible(plan)),
+            "run": run_dict(result, plan.before, after),
+        },
+    )
+
+
+def uninstall_text(
+    plan: Plan, result: RunResult, after: list[Finding] | None, *, color: bool
+) -> str:
+    """Only the run: the plan was shown before it started."""
+    return to_string(run_lines(result, plan.before, after), color=color)
