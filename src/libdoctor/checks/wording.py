@@ -38,6 +38,7 @@ def about(dist: Distribution, message: str) -> str:
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 file', '2 files'; MANY for words that do not just take an 's' (directories)."""
     return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
 
 

@@ -46,11 +46,11 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from libdoctor.checks.wording import plural
     from libdoctor.disk.stat import RealDisk
     from libdoctor.environment.model import build_environment
     from libdoctor.repair.fix import plan_fix
     from libdoctor.report.shown import shown
-    from libdoctor.report.text import plural
 
     target = common.discover_target(args)
     libs = common.libraries(args)

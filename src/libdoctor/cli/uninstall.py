@@ -11,14 +11,12 @@ Exit codes: 0 done and nothing new at error level; 1 refused, or done with new e
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.cli import changes, common
 
 if TYPE_CHECKING:
-    from libdoctor.environment.target import Target
     from libdoctor.findings import Finding
     from libdoctor.repair.fix import RunResult
     from libdoctor.whatif.plan import Plan
@@ -53,12 +51,12 @@ def run(args: argparse.Namespace) -> int:
     from libdoctor.disk.stat import RealDisk
     from libdoctor.environment.model import build_environment
     from libdoctor.findings import Severity
-    from libdoctor.whatif.plan import diff_findings, plan_uninstall
+    from libdoctor.whatif.plan import diff_findings, guard_refusal, plan_uninstall
 
     names, target = common.items_and_target(args)
     libs = common.libraries(args)
     plan = plan_uninstall(build_environment(target), RealDisk(), names, libs)
-    refusal = _refusal(args, plan, target)
+    refusal = guard_refusal(plan, repair=args.repair, force=args.force)
     if refusal is not None or args.dry_run:
         changes.write_plan(args, plan)
         if refusal is not None:
@@ -67,8 +65,7 @@ def run(args: argparse.Namespace) -> int:
         return common.EXIT_OK
     if not args.json:
         changes.write_plan(args, plan)
-    repairing = args.repair and plan.verdict == "breaks" and plan.repair_is_safe
-    steps = (*plan.steps, *plan.repair) if repairing else plan.steps
+    steps = plan.steps_to_run(repair=args.repair)
     mode = ["--repair"] if args.repair else ["--force"] if args.force else []
     command = shlex.join(["libdoctor", "uninstall", *names, target.prefix, *mode])
     result, after = changes.execute(args, target, steps, libs, command)
@@ -79,26 +76,6 @@ def run(args: argparse.Namespace) -> int:
     return (
         common.EXIT_FINDINGS if any(f.severity >= Severity.ERROR for f in new) else common.EXIT_OK
     )
-
-
-def _refusal(args: argparse.Namespace, plan: Plan, target: Target) -> str | None:
-    """Why the uninstall must not run as asked, or None; --force overrides every reason."""
-    if plan.verdict == "breaks" and args.repair and not plan.repair_is_safe:
-        return "refused: no reinstall undoes what this uninstall breaks (--force to do it anyway)"
-    if plan.verdict == "breaks" and not args.repair and not args.force:
-        hint = " (--repair does it safely)" if plan.repair_is_safe else ""
-        return f"refused: the uninstall breaks {len(plan.breaks)} thing(s){hint}"
-    outside = [p for r in plan.removals for p in r.outside]
-    if outside and not args.force and not _is_venv(target.prefix):
-        return (
-            "refused: RECORD names paths outside the prefix and pip deletes those outside a venv "
-            "(--force to do it anyway)"
-        )
-    return None
-
-
-def _is_venv(prefix: str) -> bool:
-    return os.path.isfile(os.path.join(prefix, "pyvenv.cfg"))
 
 
 def _write(

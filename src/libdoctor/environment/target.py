@@ -43,6 +43,11 @@ class Target:
     def site_packages(self) -> tuple[str, ...]:
         return tuple(site.path for site in self.site_dirs)
 
+    @property
+    def is_venv(self) -> bool:
+        """A venv: pip refuses to delete RECORD paths outside it (elsewhere it deletes them)."""
+        return os.path.isfile(os.path.join(self.prefix, "pyvenv.cfg"))
+
 
 def read_pyvenv_cfg(prefix: Path) -> dict[str, str] | None:
     try:

@@ -13,11 +13,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from libdoctor import __version__
+from libdoctor.checks.wording import plural
 from libdoctor.environment.paths import display
 from libdoctor.repair.fix import InstallerOptions, step_argv
 from libdoctor.report import json as json_report
 from libdoctor.report.shown import shown
-from libdoctor.report.text import PATHS_SHOWN, Line, finding_lines, plural, to_string
+from libdoctor.report.text import PATHS_SHOWN, Line, finding_lines, to_string
 
 if TYPE_CHECKING:
     from libdoctor.environment.distributions import Distribution

@@ -40,11 +40,6 @@ class Line:
         return "".join(text for text, _ in self.spans)
 
 
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """'1 file', '2 files'; MANY for words that do not just take an 's' (directories)."""
-    return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
-
-
 def finding_lines(finding: Finding, verbose: bool) -> list[Line]:
     head = Line.of("  ").plus(f"{_MARK[finding.severity]} {finding.code}", _STYLE[finding.severity])
     if finding.distribution is not None:

@@ -201,6 +201,13 @@ class Plan:
             f.severity >= Severity.ERROR for f in (self.after_repair or ())
         )
 
+    def steps_to_run(self, *, repair: bool) -> tuple[Step, ...]:
+        """The uninstall, followed with REPAIR by the reinstalls that undo its damage, when
+        the plan proved them safe."""
+        if repair and self.verdict == "breaks" and self.repair_is_safe:
+            return (*self.steps, *self.repair)
+        return self.steps
+
 
 def _co_owned(removal: Removal, env: Environment, leaving: set[str]) -> list[CoOwned]:
     out = []
@@ -313,17 +320,13 @@ def plan_uninstall(
     )
 
 
-def _is_venv(target: Target) -> bool:
-    return os.path.isfile(os.path.join(target.prefix, "pyvenv.cfg"))
-
-
 def _uninstall_notes(env: Environment, removals: Sequence[Removal]) -> list[str]:
     notes = []
     for removal in removals:
         if removal.outside:
             where = (
                 "pip refuses to touch them inside a virtual environment"
-                if _is_venv(env.target)
+                if env.target.is_venv
                 else "outside a virtual environment pip deletes them"
             )
             notes.append(
@@ -405,3 +408,19 @@ def plan_install(
 def _target_installer(env: Environment) -> str:
     installers = [d.installer.lower() for d in env.distributions if d.installer]
     return "uv" if installers and installers.count("uv") > len(installers) // 2 else "pip"
+
+
+def guard_refusal(plan: Plan, *, repair: bool, force: bool) -> str | None:
+    """Why a guarded uninstall must not run as asked, or None; FORCE overrides every reason."""
+    if plan.verdict == "breaks" and repair and not plan.repair_is_safe:
+        return "refused: no reinstall undoes what this uninstall breaks (--force to do it anyway)"
+    if plan.verdict == "breaks" and not repair and not force:
+        hint = " (--repair does it safely)" if plan.repair_is_safe else ""
+        return f"refused: the uninstall breaks {len(plan.breaks)} thing(s){hint}"
+    outside = [p for r in plan.removals for p in r.outside]
+    if outside and not force and not plan.target.is_venv:
+        return (
+            "refused: RECORD names paths outside the prefix and pip deletes those outside a venv "
+            "(--force to do it anyway)"
+        )
+    return None
