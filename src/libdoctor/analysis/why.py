@@ -44,6 +44,8 @@ class Shipped:
 
 @dataclass(frozen=True, slots=True)
 class Explanation:
+    """LIBRARY as the loader, the installers and the checks see it; ENV names the owners."""
+
     library: str
     requests: tuple[Request, ...]
     shipped: tuple[Shipped, ...]

@@ -43,6 +43,8 @@ Finished = Callable[[ChildReport], None]
 
 @dataclass(frozen=True, slots=True)
 class ProbeRun:
+    """Every module's probe, in the order asked; ENV is the model their files were joined to."""
+
     python: str
     probes: tuple[ModuleProbe, ...]
     env: Environment = field(compare=False, repr=False)
@@ -83,7 +85,15 @@ def run_probe(
     workdir = tempfile.mkdtemp(prefix="libdoctor-probe-")
     try:
         probes = _probe_each(
-            env, disk, python, chosen, workdir, timeout, deep, dict(environ), finished
+            env,
+            disk,
+            python,
+            chosen,
+            workdir=workdir,
+            timeout=timeout,
+            deep=deep,
+            environ=dict(environ),
+            finished=finished,
         )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -95,12 +105,14 @@ def _probe_each(
     disk: Disk,
     python: str,
     modules: Sequence[str],
+    *,
     workdir: str,
     timeout: float,
     deep: bool,
     environ: dict[str, str],
     finished: Finished | None,
 ) -> list[ModuleProbe]:
+    """One child per module; what they are compared against is built once, for all."""
     context = LoaderContext(
         probe_loader_system(interpreter=python), environ.get("LD_LIBRARY_PATH") or None, workdir
     )
