@@ -9,7 +9,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from libdoctor import __version__
 from libdoctor.cli import common
 
 
@@ -81,6 +80,7 @@ def progress_factory(enabled: bool) -> Callable[[int, int], Callable[[int], None
 def run(args: argparse.Namespace) -> int:
     from libdoctor.analysis.overlap import run_check
     from libdoctor.analysis.run import CheckOptions, filter_findings, loader_context
+    from libdoctor.report import check as check_report
 
     target = common.discover_target(args)
     cache_dir = None
@@ -100,37 +100,9 @@ def run(args: argparse.Namespace) -> int:
     report = run_check(target, options, progress=progress)
     common.keep_until_exit(report)
     shown = filter_findings(report.findings, args.select, args.ignore, args.all)
-    summary = {"distributions": report.distributions, "files": report.files}
     if args.json:
-        from libdoctor.report import json as json_report
-
-        tool_extra = {"hashing": report.hashing} if report.hashing is not None else None
-        common.write(
-            json_report.render(
-                target=common.target_dict(target),
-                summary=summary,
-                findings=shown,
-                tool_extra=tool_extra,
-            )
-        )
+        common.write(check_report.render_json(report, shown, common.target_dict(target)))
     else:
-        from libdoctor.environment.paths import display
-        from libdoctor.report import text as text_report
-
-        header = f"libdoctor {__version__}: {display(target.prefix)} (chosen by {target.chosen_by})"
-        if report.hashing is not None:
-            h = report.hashing
-            header += (
-                f"\nhashed {h['files_hashed']:,} files ({h['bytes_hashed'] / 1e9:.2f} GB), "
-                f"{h['cache_hits']:,} from cache"
-            )
-        common.write(
-            text_report.render(
-                header=header,
-                summary=summary,
-                findings=shown,
-                color=common.use_color(args),
-                verbose=args.verbose,
-            )
-        )
+        color = common.use_color(args)
+        common.write(check_report.render_text(report, shown, color=color, verbose=args.verbose))
     return common.exit_code(shown, args.fail_on)

@@ -1,28 +1,21 @@
-"""Shared by ``why`` and ``tree``: run the library analysis for a target, describe results."""
+"""How ``why`` and ``tree`` name a library for people and in JSON.
+
+Paths are shown relative to the site dir or prefix they live in, and each library carries
+the distributions whose RECORD claims it: the question behind both commands is "whose file
+is this, and how did the loader get to it".
+"""
 
 from __future__ import annotations
 
-import argparse
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from libdoctor.cli import common
-from libdoctor.disk.stat import RealDisk
-from libdoctor.environment.model import Environment
+from libdoctor.checks.libraries import owner_refs, searched_dirs
 from libdoctor.environment.paths import display
-from libdoctor.loader.extensions import LibraryAnalysis
-from libdoctor.loader.model import Resolution
 
-
-def run_analysis(args: argparse.Namespace) -> tuple[LibraryAnalysis, RealDisk]:
-    from libdoctor.analysis.run import loader_context
-    from libdoctor.environment.model import build_environment
-    from libdoctor.loader.extensions import analyse
-
-    target = common.discover_target(args)
-    env = build_environment(target)
-    disk = RealDisk()
-    return analyse(env, disk, loader_context(os.environ, os.getcwd())), disk
+if TYPE_CHECKING:
+    from libdoctor.environment.model import Environment
+    from libdoctor.loader.model import Resolution
 
 
 def short(env: Environment, path: str | None) -> str:
@@ -52,8 +45,6 @@ def via_label(env: Environment, res: Resolution) -> str:
 
 
 def resolution_dict(env: Environment, res: Resolution) -> dict[str, Any]:
-    from libdoctor.checks.libraries import owner_refs, searched_dirs
-
     return {
         "name": res.name,
         "path": display(res.path) if res.path else None,

@@ -1,0 +1,104 @@
+"""Why a shared library is (not) found: every request for it, and who could provide it.
+
+The answer joins three views of one name: the loader's (each DT_NEEDED entry naming it, where
+the search went and what it found), the installers' (which installed distributions' RECORDs
+ship a file by that name, and whether it is still on disk) and the checks' (the findings
+about that library). A name is matched both as written and as its expanded basename, so a
+request by path (``$ORIGIN/../lib/libx.so.1``) counts too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from libdoctor.analysis.libraries import analyse_libraries
+from libdoctor.checks.libraries import basename_index, check_libraries, shipped_by
+from libdoctor.disk.stat import Disk
+from libdoctor.environment.distributions import Distribution
+from libdoctor.environment.model import Environment
+from libdoctor.environment.target import Target
+from libdoctor.findings import Finding
+from libdoctor.loader.extensions import LibraryAnalysis
+from libdoctor.loader.model import Resolution
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One object's DT_NEEDED entry for the library, in the load of ROOT."""
+
+    resolution: Resolution
+    root: str
+    optional: bool  # ROOT is a library no extension module loads (dlopen'ed, if ever)
+
+
+@dataclass(frozen=True, slots=True)
+class Shipped:
+    """An installed distribution whose RECORD names a file called like the library."""
+
+    dist: Distribution
+    path: str
+    present: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """LIBRARY as the loader, the installers and the checks see it; ENV names the owners."""
+
+    library: str
+    requests: tuple[Request, ...]
+    shipped: tuple[Shipped, ...]
+    findings: tuple[Finding, ...]
+    env: Environment = field(compare=False, repr=False)
+
+    @property
+    def found(self) -> bool:
+        """Every request for the library is satisfied (vacuously, when nothing needs it)."""
+        return all(r.resolution.status == "found" for r in self.requests)
+
+
+def explain_library(
+    target: Target, library: str, environ: Mapping[str, str], cwd: str
+) -> Explanation:
+    analysis, disk = analyse_libraries(target, environ, cwd)
+    env = analysis.env
+    requests = requests_for(analysis, library)
+    findings = findings_for(analysis, disk, library)
+    shipped = shipped_by(env, disk, library, basename_index(env.claims))
+    return Explanation(
+        library=library,
+        requests=tuple(requests),
+        shipped=tuple(Shipped(s["_dist"], s["path"], s["present"]) for s in shipped),
+        findings=tuple(findings),
+        env=env,
+    )
+
+
+def requests_for(analysis: LibraryAnalysis, library: str) -> list[Request]:
+    """Each requester's first DT_NEEDED entry for LIBRARY: a requester reached from several
+    extension modules is resolved the same way in each, so it is shown once."""
+    requests: list[Request] = []
+    seen: set[tuple[str | None, str]] = set()
+    optional = analysis.optional
+    for closure in analysis.closures():
+        for res in closure.resolutions:
+            if res.kind != "needed":
+                continue
+            if library not in (res.name, os.path.basename(res.expanded)):
+                continue
+            if (res.requester, res.name) in seen:
+                continue
+            seen.add((res.requester, res.name))
+            requests.append(Request(res, closure.root, closure in optional))
+    return requests
+
+
+def findings_for(analysis: LibraryAnalysis, disk: Disk, library: str) -> list[Finding]:
+    """The library checks' findings about LIBRARY, an invalid file by that name included."""
+    return [
+        f
+        for f in check_libraries(analysis, disk)
+        if f.evidence.get("library") == library
+        or (f.code == "elf-invalid" and os.path.basename(f.paths[0]) == library)
+    ]

@@ -1,0 +1,57 @@
+"""``check`` output: the common report, under a header saying which environment was read.
+
+The header names how the target was chosen (argument, ``$VIRTUAL_ENV``, the running
+interpreter...) because checking the wrong environment is the commonest surprise, and with
+``--deep`` what the hashing cost. The text and JSON formats are imported only when chosen:
+this runs on every ``check``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from libdoctor import __version__
+from libdoctor.environment.paths import display
+
+if TYPE_CHECKING:
+    from libdoctor.analysis.run import Report
+    from libdoctor.findings import Finding
+
+
+def summary(report: Report) -> dict[str, Any]:
+    return {"distributions": report.distributions, "files": report.files}
+
+
+def header(report: Report) -> str:
+    target = report.target
+    text = f"libdoctor {__version__}: {display(target.prefix)} (chosen by {target.chosen_by})"
+    if report.hashing is not None:
+        h = report.hashing
+        text += (
+            f"\nhashed {h['files_hashed']:,} files ({h['bytes_hashed'] / 1e9:.2f} GB), "
+            f"{h['cache_hits']:,} from cache"
+        )
+    return text
+
+
+def render_text(report: Report, findings: Sequence[Finding], *, color: bool, verbose: bool) -> str:
+    from libdoctor.report import text as text_report
+
+    return text_report.render(
+        header=header(report),
+        summary=summary(report),
+        findings=findings,
+        color=color,
+        verbose=verbose,
+    )
+
+
+def render_json(report: Report, findings: Sequence[Finding], target: Mapping[str, Any]) -> str:
+    """The common JSON report; with ``--deep``, the hashing figures go under ``tool``."""
+    from libdoctor.report import json as json_report
+
+    tool_extra = {"hashing": report.hashing} if report.hashing is not None else None
+    return json_report.render(
+        target=target, summary=summary(report), findings=findings, tool_extra=tool_extra
+    )

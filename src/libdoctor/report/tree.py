@@ -1,0 +1,83 @@
+"""``tree`` output: the resolved load drawn as a tree, or its requests as JSON.
+
+An object is expanded under the request that really loaded it, once; later requests for it
+say "(see above)", so a shared dependency is neither hidden nor repeated.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from libdoctor.environment.paths import display
+from libdoctor.report.libraries import owner_label, resolution_dict, short, via_label
+
+if TYPE_CHECKING:
+    from libdoctor.analysis.tree import DependencyTree
+    from libdoctor.environment.model import Environment
+    from libdoctor.loader.model import Closure, Resolution
+
+
+def tree_json(tree: DependencyTree, target: Mapping[str, Any]) -> str:
+    return (
+        json.dumps(
+            {
+                "schema_version": 1,
+                "root": display(tree.root),
+                "root_error": tree.closure.root_error,
+                "target": target,
+                "libraries": [
+                    resolution_dict(tree.env, res)
+                    for res in tree.closure.resolutions
+                    if res.kind == "needed"
+                ],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+
+
+def tree_text(tree: DependencyTree) -> str:
+    return "\n".join(render_tree(tree.env, tree.closure)) + "\n"
+
+
+def render_tree(env: Environment, closure: Closure) -> list[str]:
+    owner = owner_label(env, closure.root)
+    lines = [short(env, closure.root) + (f"  [{owner}]" if owner else "")]
+    if closure.root_error:
+        lines.append(f"  cannot be loaded: {closure.root_error}")
+        return lines
+    children: dict[str | None, list[Resolution]] = {}
+    for res in closure.resolutions:
+        if res.kind == "needed":
+            children.setdefault(res.requester, []).append(res)
+    loaded_by = {obj.path: obj.loader for obj in closure.loaded}
+    shown: set[str] = set()
+
+    def walk(requester: str, indent: str) -> None:
+        items = children.get(requester, [])
+        for i, res in enumerate(items):
+            last = i == len(items) - 1
+            branch = "└── " if last else "├── "
+            if res.status != "found":
+                lines.append(f"{indent}{branch}{res.name}  NOT FOUND ({res.reason})")
+                continue
+            path = res.path or ""
+            label = owner_label(env, path)
+            how = via_label(env, res)
+            expand = loaded_by.get(path) == requester and path not in shown
+            note = "" if expand or res.via == "loaded" else "  (see above)"
+            lines.append(
+                f"{indent}{branch}{res.name} => {short(env, path)}"
+                + (f"  [{how}]" if how else "")
+                + (f"  ({label})" if label else "")
+                + note
+            )
+            if expand:
+                shown.add(path)
+                walk(path, indent + ("    " if last else "│   "))
+
+    walk(closure.root, "")
+    return lines

@@ -1,0 +1,109 @@
+"""``why`` output: each request for the library with the loader's search, then who ships it.
+
+The search is listed in the order the loader tried the directories, each with the reason it
+was tried (RPATH of which object, ``LD_LIBRARY_PATH``, the cache, the defaults), because the
+usual answer to "why is this not found" is "it was never looked for there".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from libdoctor.environment.paths import display
+from libdoctor.report.json import finding_dict
+from libdoctor.report.libraries import owner_label, resolution_dict, short, via_label
+
+if TYPE_CHECKING:
+    from libdoctor.analysis.why import Explanation, Request
+    from libdoctor.environment.model import Environment
+
+
+def why_json(why: Explanation, target: Mapping[str, Any]) -> str:
+    env = why.env
+    document = {
+        "schema_version": 1,
+        "library": why.library,
+        "target": target,
+        "requests": [
+            {
+                **resolution_dict(env, request.resolution),
+                "root": display(request.root),
+                "optional": request.optional,
+            }
+            for request in why.requests
+        ],
+        "shipped_by": [
+            {
+                "name": item.dist.name,
+                "version": item.dist.version,
+                "path": display(item.path),
+                "present": item.present,
+            }
+            for item in why.shipped
+        ],
+        "findings": [finding_dict(f) for f in why.findings],
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def why_text(why: Explanation) -> str:
+    env = why.env
+    lines = [f"{why.library} in {display(env.target.prefix)}", ""]
+    if not why.requests:
+        lines.append(
+            f"Nothing in the environment needs {why.library} (no DT_NEEDED entry names it)."
+        )
+    for request in why.requests:
+        lines += request_lines(env, request)
+    lines += shipped_lines(why)
+    for finding in why.findings:
+        lines.append(f"{finding.code}: {display(finding.message)}")
+        if finding.fix is not None:
+            lines.append(f"  fix: {display(finding.fix.command)}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def request_lines(env: Environment, request: Request) -> list[str]:
+    """Who asks, what it got, and every directory the loader tried, in order."""
+    res = request.resolution
+    context = (
+        "not loaded by any extension module (loaded on demand, if ever)"
+        if request.optional
+        else f"reached from {short(env, request.root)}"
+    )
+    owner = owner_label(env, res.requester)
+    lines = [
+        f"needed by {short(env, res.requester)}" + (f" ({owner})" if owner else "") + f", {context}"
+    ]
+    if res.status == "found":
+        found_owner = owner_label(env, res.path)
+        lines.append(
+            f"  found: {display(res.path or '')} via {via_label(env, res)}"
+            + (f" ({found_owner})" if found_owner else "")
+        )
+    else:
+        lines.append(f"  NOT FOUND: {res.reason}")
+    if res.searched:
+        lines.append("  searched, in order:")
+        for step in res.searched:
+            source = step.source + (f" of {short(env, step.owner)}" if step.owner else "")
+            lines.append(f"    {source:<40} {display(step.directory or '(cwd)')}")
+    for rejected in res.rejected:
+        lines.append(f"  passed over {display(rejected.path)}: {rejected.reason}")
+    lines.append("")
+    return lines
+
+
+def shipped_lines(why: Explanation) -> list[str]:
+    if not why.shipped:
+        return ["No installed distribution ships a file by that name."]
+    lines = ["Installed distributions that ship a file by that name:"]
+    for item in why.shipped:
+        state = "present" if item.present else "MISSING from disk"
+        lines.append(
+            f"  {item.dist.name} {item.dist.version}: {short(why.env, item.path)} ({state})"
+        )
+    lines.append("")
+    return lines
