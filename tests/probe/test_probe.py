@@ -124,7 +124,7 @@ def test_explain_failure_by_soname_and_by_symbol() -> None:
 
 
 def test_child_reports_facts_and_survives_a_hanging_fact(tmp_path: Path) -> None:
-    from libdoctor.probe.analyse import run_child
+    from libdoctor.probe.child import run_child
 
     facts = [("indent", "json.dumps([1], indent=1).count(' ')"), ("bad", "json.nope")]
     child = run_child(sys.executable, "json", timeout=60, facts=facts, cwd=str(tmp_path))

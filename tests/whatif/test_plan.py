@@ -18,7 +18,8 @@ import pytest
 
 from libdoctor.disk.stat import FileState, RealDisk
 from libdoctor.findings import Code, DistRef, Finding, Severity
-from libdoctor.whatif.plan import Overlay, diff_findings
+from libdoctor.whatif.plan import diff_findings
+from libdoctor.whatif.simulation import Overlay
 from support.repairs import Cli
 from support.seed import LIB_REL, SeedWheels, build_seed_wheels, import_version
 from support.venvs import (

@@ -29,11 +29,8 @@ from libdoctor.environment.model import Claim, Environment, is_inside
 from libdoctor.environment.paths import display
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.probe.child import (
-    CHILD_SOURCE,
     ChildReport,
     MappedFile,
-    ProbeError,
-    run_child,
     signal_name,
 )
 
@@ -41,15 +38,10 @@ if TYPE_CHECKING:
     pass
 
 __all__ = [
-    "CHILD_SOURCE",
-    "ChildReport",
     "LoadedFile",
-    "MappedFile",
     "ModuleProbe",
-    "ProbeError",
     "analyse_probe",
     "default_modules",
-    "run_child",
 ]
 
 ET_DYN = 3

@@ -28,6 +28,7 @@ from libdoctor.environment.distributions import Distribution, canonicalize_name
 from libdoctor.environment.installers import reinstall_argv
 from libdoctor.environment.model import Environment, build_environment, is_inside
 from libdoctor.environment.target import Target
+from libdoctor.environment.wheel import read_wheel, wheel_distribution
 from libdoctor.errors import LibdoctorError
 from libdoctor.findings import Finding, Severity
 from libdoctor.repair.backup import BackupSession
@@ -35,15 +36,12 @@ from libdoctor.repair.journal import BackupInfo
 from libdoctor.repair.rollback import RestoreResult
 from libdoctor.whatif.plan import (
     RUNNABLE_INSTALLERS,
-    Simulation,
     Step,
     diff_findings,
     plan_uninstall,
-    read_wheel,
     reinstall_step,
-    removal_set,
-    wheel_distribution,
 )
+from libdoctor.whatif.simulation import Simulation, removal_set
 
 if TYPE_CHECKING:
     from libdoctor.loader.extensions import LoaderContext

@@ -23,10 +23,10 @@ from libdoctor.environment.distributions import Distribution, canonicalize_name
 from libdoctor.environment.installers import reinstall_argv, uninstall_argv
 from libdoctor.environment.model import Environment
 from libdoctor.environment.target import Target
-from libdoctor.environment.wheel import WheelFile, read_wheel, wheel_distribution
+from libdoctor.environment.wheel import WheelFile, wheel_distribution
 from libdoctor.errors import LibdoctorError
 from libdoctor.findings import Finding, Severity
-from libdoctor.whatif.simulation import Overlay, Removal, Simulation, removal_set
+from libdoctor.whatif.simulation import Removal, Simulation
 
 if TYPE_CHECKING:
     from libdoctor.loader.extensions import LoaderContext
@@ -34,23 +34,16 @@ if TYPE_CHECKING:
 __all__ = [
     "CoOwned",
     "FindingDiff",
-    "Overlay",
     "Overwrite",
     "Plan",
-    "Removal",
-    "Simulation",
     "Step",
-    "WheelFile",
     "diff_findings",
     "find_distribution",
     "finding_key",
     "plan_install",
     "plan_uninstall",
-    "read_wheel",
     "reinstall_step",
-    "removal_set",
     "uninstall_step",
-    "wheel_distribution",
 ]
 
 StepAction = Literal["uninstall", "reinstall", "install"]
