@@ -19,6 +19,7 @@ from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.model import Claim, Environment
 from libdoctor.environment.paths import display, is_bytecode, is_native
+from libdoctor.environment.record import RecordProblem
 from libdoctor.findings import Finding, Severity
 
 if TYPE_CHECKING:
@@ -159,69 +160,76 @@ def check_records(env: Environment) -> list[Finding]:
         inherited_or_external = dist.site.inherited or dist.external
         severity = Severity.INFO if inherited_or_external else Severity.WARNING
         if dist.record_error:
-            findings.append(
-                Finding(
-                    code="record-invalid",
-                    severity=severity,
-                    message=(
-                        f"{dist.display} has {dist.record_error}: its files cannot be checked, "
-                        "and an uninstall cannot know what to remove."
-                    ),
-                    distribution=ref(dist),
-                    paths=(dist.metadata_dir,),
-                    evidence={"reason": dist.record_error},
-                    fix=repair_fix(dist, env),
-                )
-            )
+            findings.append(_unreadable_record(env, dist, severity))
         problems = dist.record.problems if dist.record else ()
         if problems:
-            findings.append(
-                Finding(
-                    code="record-invalid",
-                    severity=severity,
-                    message=(
-                        f"{dist.display}: {plural(len(problems), 'malformed RECORD row')} "
-                        f"(first: line {problems[0].line}: {problems[0].reason})."
-                    ),
-                    distribution=ref(dist),
-                    paths=(os.path.join(dist.metadata_dir, "RECORD"),),
-                    evidence={
-                        "rows": [
-                            {"line": p.line, "text": display(p.text), "reason": p.reason}
-                            for p in problems
-                        ]
-                    },
-                    fix=repair_fix(dist, env),
-                )
-            )
+            findings.append(_malformed_rows(env, dist, severity, problems))
         outside = escaping.get(dist.metadata_dir)
         if outside:
-            # A bare directory (``pip install --target``) has no known prefix: pip writes
-            # its scripts' RECORD rows relative to a scheme that is not there ("../../bin/x"),
-            # so such rows say nothing bad about this installation.
-            bare = dist.site.prefix == dist.site.path
-            findings.append(
-                Finding(
-                    code="record-invalid",
-                    severity=Severity.INFO if bare else severity,
-                    message=(
-                        f"{dist.display}: RECORD names {plural(len(outside), 'path')} outside "
-                        f"the prefix {display(dist.site.prefix)} (first: {display(outside[0])}). "
-                        "libdoctor reports them and never follows them; an uninstall by pip "
-                        "would try to delete them."
-                        + (
-                            " This directory has no known prefix (a `pip install --target` "
-                            "layout), where pip records scripts that way."
-                            if bare
-                            else ""
-                        )
-                    ),
-                    distribution=ref(dist),
-                    paths=(os.path.join(dist.metadata_dir, "RECORD"),),
-                    evidence={"outside_prefix": [display(p) for p in outside]},
-                )
-            )
+            findings.append(_paths_outside_prefix(dist, severity, outside))
     return findings
+
+
+def _unreadable_record(env: Environment, dist: Distribution, severity: Severity) -> Finding:
+    return Finding(
+        code="record-invalid",
+        severity=severity,
+        message=(
+            f"{dist.display} has {dist.record_error}: its files cannot be checked, "
+            "and an uninstall cannot know what to remove."
+        ),
+        distribution=ref(dist),
+        paths=(dist.metadata_dir,),
+        evidence={"reason": dist.record_error},
+        fix=repair_fix(dist, env),
+    )
+
+
+def _malformed_rows(
+    env: Environment, dist: Distribution, severity: Severity, problems: Sequence[RecordProblem]
+) -> Finding:
+    return Finding(
+        code="record-invalid",
+        severity=severity,
+        message=(
+            f"{dist.display}: {plural(len(problems), 'malformed RECORD row')} "
+            f"(first: line {problems[0].line}: {problems[0].reason})."
+        ),
+        distribution=ref(dist),
+        paths=(os.path.join(dist.metadata_dir, "RECORD"),),
+        evidence={
+            "rows": [
+                {"line": p.line, "text": display(p.text), "reason": p.reason} for p in problems
+            ]
+        },
+        fix=repair_fix(dist, env),
+    )
+
+
+def _paths_outside_prefix(dist: Distribution, severity: Severity, outside: list[str]) -> Finding:
+    # A bare directory (``pip install --target``) has no known prefix: pip writes
+    # its scripts' RECORD rows relative to a scheme that is not there ("../../bin/x"),
+    # so such rows say nothing bad about this installation.
+    bare = dist.site.prefix == dist.site.path
+    return Finding(
+        code="record-invalid",
+        severity=Severity.INFO if bare else severity,
+        message=(
+            f"{dist.display}: RECORD names {plural(len(outside), 'path')} outside "
+            f"the prefix {display(dist.site.prefix)} (first: {display(outside[0])}). "
+            "libdoctor reports them and never follows them; an uninstall by pip "
+            "would try to delete them."
+            + (
+                " This directory has no known prefix (a `pip install --target` "
+                "layout), where pip records scripts that way."
+                if bare
+                else ""
+            )
+        ),
+        distribution=ref(dist),
+        paths=(os.path.join(dist.metadata_dir, "RECORD"),),
+        evidence={"outside_prefix": [display(p) for p in outside]},
+    )
 
 
 # --- missing-files and altered-files ----------------------------------------------------

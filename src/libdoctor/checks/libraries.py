@@ -230,34 +230,67 @@ def _unresolved_finding(
     first_closure, first = gap.requests[0]
     requester = first.requester or first_closure.root
     candidates = shipped_by(env, disk, gap.name, index)
-    searched = {_norm(s.directory) for _, r in gap.requests for s in r.searched}
-    lost = [c for c in candidates if not c["present"]]
-    on_path_lost = [c for c in lost if _norm(os.path.dirname(c["path"])) in searched] or lost
+    remedy, fix = _unresolved_remedy(env, gap, candidates, requester)
+    return Finding(
+        code="unresolved-library",
+        severity=Severity.ERROR,
+        message=_unresolved_headline(env, gap.name, first, requester, modules) + remedy,
+        distribution=_first_owner(env, requester),
+        paths=tuple(dict.fromkeys([requester, *gap.requesters])),
+        evidence={
+            "library": gap.name,
+            "modules": modules,
+            "requests": _request_evidence(env, gap, sites),
+            "shipped_by": [{k: v for k, v in c.items() if k != "_dist"} for c in candidates],
+        },
+        fix=fix,
+    )
+
+
+def _unresolved_headline(
+    env: Environment, name: str, first: Resolution, requester: str, modules: list[str]
+) -> str:
+    """Which library, for whom, and which imports fail because of it."""
     message = (
-        f"{gap.name}, needed by {display(requester)} ({_owner_text(env, requester)}), "
-        f"cannot be found"
+        f"{name}, needed by {display(requester)} ({_owner_text(env, requester)}), cannot be found"
     )
     if first.status == "error":
         message += f" ({first.reason})"
     message += f": import {modules[0]} fails"
     if len(modules) > 1:
         message += f" (and {len(modules) - 1} more module(s))"
-    message += "."
-    fix: Fix | None = None
+    return message + "."
+
+
+def _unresolved_remedy(
+    env: Environment, gap: _Gap, candidates: list[dict[str, Any]], requester: str
+) -> tuple[str, Fix | None]:
+    """What the environment has by that name, and the fix when a reinstall brings it back.
+
+    A lost file in a directory the loader searched is the one to restore; failing that,
+    any lost file.
+    """
+    searched = {_norm(s.directory) for _, r in gap.requests for s in r.searched}
+    lost = [c for c in candidates if not c["present"]]
+    on_path_lost = [c for c in lost if _norm(os.path.dirname(c["path"])) in searched] or lost
     if on_path_lost:
         dists = [c["_dist"] for c in on_path_lost]
         names = ", ".join(sorted({d.display for d in dists}))
-        message += f" {names} lists it in RECORD but the file is gone; reinstalling brings it back."
-        fix = _reinstall(env, dists)
-    elif candidates:
+        text = f" {names} lists it in RECORD but the file is gone; reinstalling brings it back."
+        return text, _reinstall(env, dists)
+    if candidates:
         where = ", ".join(display(c["path"]) for c in candidates[:3])
-        message += (
+        return (
             f" The environment has it at {where}, which is not on the search path of "
-            f"{display(os.path.basename(requester))}."
+            f"{display(os.path.basename(requester))}.",
+            None,
         )
-    else:
-        message += " No installed distribution ships a file by that name."
-    requests = [
+    return " No installed distribution ships a file by that name.", None
+
+
+def _request_evidence(env: Environment, gap: _Gap, sites: Sequence[str]) -> list[dict[str, Any]]:
+    """One entry per requester: who asked, from which module, and where it was looked for."""
+    return [
         {
             "requester": display(res.requester or closure.root),
             "requester_owner": owner_refs(env, res.requester or closure.root),
@@ -268,20 +301,6 @@ def _unresolved_finding(
         }
         for closure, res in _one_per_requester(gap.requests)
     ]
-    return Finding(
-        code="unresolved-library",
-        severity=Severity.ERROR,
-        message=message,
-        distribution=_first_owner(env, requester),
-        paths=tuple(dict.fromkeys([requester, *gap.requesters])),
-        evidence={
-            "library": gap.name,
-            "modules": modules,
-            "requests": requests,
-            "shipped_by": [{k: v for k, v in c.items() if k != "_dist"} for c in candidates],
-        },
-        fix=fix,
-    )
 
 
 def _one_per_requester(

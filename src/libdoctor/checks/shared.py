@@ -17,7 +17,7 @@ from libdoctor.environment.distributions import Distribution, required_names
 from libdoctor.environment.installers import reinstall_argv, steps_fix, uninstall_argv
 from libdoctor.environment.model import Claim, Environment
 from libdoctor.environment.paths import display, is_bytecode
-from libdoctor.findings import Finding, Severity
+from libdoctor.findings import Finding, Fix, Severity
 
 
 def _claims_differ(claims: Sequence[Claim]) -> bool:
@@ -98,14 +98,47 @@ def shared_paths(
 
 
 def _shared_finding(env: Environment, group: _SharedGroup) -> Finding:
-    names = " and ".join(d.display for d in group.claimants)
     n = len(group.paths)
-    owner: Distribution | None = None
-    if group.on_disk:
-        best = max(group.on_disk, key=lambda k: group.on_disk[k])
-        owner = next(d for d in group.claimants if d.metadata_dir == best)
+    owner = _bytes_owner(group)
     decided_by = "hash" if "hash" in group.decided_by else ("size" if group.decided_by else None)
-    parts = [f"{plural(n, 'path')} claimed by {names} with different contents."]
+    required = _requirers(env)
+    return Finding(
+        code="shared-path",
+        severity=severity_for(group.claimants, Severity.ERROR),
+        message=_shared_message(group, owner, decided_by),
+        paths=tuple(sorted(group.paths)),
+        evidence={
+            "claimants": [
+                {
+                    "name": d.name,
+                    "version": d.version,
+                    "on_disk": group.on_disk.get(d.metadata_dir, 0),
+                    "required_by": sorted({r.name for r in required.get(d.key, [])}),
+                }
+                for d in group.claimants
+            ],
+            "on_disk_owner": owner.name if owner else None,
+            "decided_by": decided_by,
+            "undecided": [display(p) for p in group.undecided],
+            "match_no_claimant": [display(p) for p in group.foreign],
+            "absent": [display(p) for p in group.absent],
+            "uninstall_would_delete": {d.name: n for d in group.claimants},
+        },
+        fix=_keep_one_fix(env, group.claimants, owner, required),
+    )
+
+
+def _bytes_owner(group: _SharedGroup) -> Distribution | None:
+    """The claimant whose bytes most of the paths on disk are, if any."""
+    if not group.on_disk:
+        return None
+    best = max(group.on_disk, key=lambda k: group.on_disk[k])
+    return next(d for d in group.claimants if d.metadata_dir == best)
+
+
+def _shared_message(group: _SharedGroup, owner: Distribution | None, decided_by: str | None) -> str:
+    names = " and ".join(d.display for d in group.claimants)
+    parts = [f"{plural(len(group.paths), 'path')} claimed by {names} with different contents."]
     if owner is not None:
         others = [d.name for d in group.claimants if d is not owner]
         parts.append(
@@ -125,39 +158,24 @@ def _shared_finding(env: Environment, group: _SharedGroup) -> Finding:
     parts.append(
         "Uninstalling either deletes all of them and leaves the other installed without its files."
     )
-    required = _requirers(env)
-    keep, why = _choose_keeper(group.claimants, owner, required)
-    fix = None
-    if keep is not None:
-        removed = [d for d in group.claimants if d is not keep]
-        fix = steps_fix(
-            *(uninstall_argv(d, env.target) for d in removed),
-            reinstall_argv(keep, env.target),
-            note=f"keeps {keep.name} ({why}); to keep another instead, swap the names",
-        )
-    return Finding(
-        code="shared-path",
-        severity=severity_for(group.claimants, Severity.ERROR),
-        message=" ".join(parts),
-        paths=tuple(sorted(group.paths)),
-        evidence={
-            "claimants": [
-                {
-                    "name": d.name,
-                    "version": d.version,
-                    "on_disk": group.on_disk.get(d.metadata_dir, 0),
-                    "required_by": sorted({r.name for r in required.get(d.key, [])}),
-                }
-                for d in group.claimants
-            ],
-            "on_disk_owner": owner.name if owner else None,
-            "decided_by": decided_by,
-            "undecided": [display(p) for p in group.undecided],
-            "match_no_claimant": [display(p) for p in group.foreign],
-            "absent": [display(p) for p in group.absent],
-            "uninstall_would_delete": {d.name: n for d in group.claimants},
-        },
-        fix=fix,
+    return " ".join(parts)
+
+
+def _keep_one_fix(
+    env: Environment,
+    claimants: Sequence[Distribution],
+    owner: Distribution | None,
+    required: Mapping[str, list[Distribution]],
+) -> Fix | None:
+    """Uninstall every claimant but one, then reinstall that one to restore its files."""
+    keep, why = _choose_keeper(claimants, owner, required)
+    if keep is None:
+        return None
+    removed = [d for d in claimants if d is not keep]
+    return steps_fix(
+        *(uninstall_argv(d, env.target) for d in removed),
+        reinstall_argv(keep, env.target),
+        note=f"keeps {keep.name} ({why}); to keep another instead, swap the names",
     )
 
 

@@ -493,38 +493,14 @@ def _judge_load(
     expected: Sequence[tuple[Pin, Distribution, str]],
     pinned: dict[str, tuple[Pin, Distribution]],
 ) -> Finding | None:
-    state = disk.stat(load.path)
-    if not state.is_file or state.error:
-        return None  # gone: missing-files / unresolved-library say so
-    claims = _claims_at(env, load.path)
-    verdicts = [(c, judge(c, state, digests)) for c in claims]
-    if any(v.matches and c.dist.metadata_dir in pinned for c, v in verdicts):
+    judged = _whose_bytes(env, disk, digests, load.path, pinned)
+    if judged is None:
         return None
-    if any(v.matches is None and c.dist.metadata_dir in pinned for c, v in verdicts):
-        return None  # RECORD has neither size nor hash: cannot tell
-    matching = [(c, v) for c, v in verdicts if v.matches]
-    owner = matching[0][0].dist if matching else None
-    decided = next((v.decided_by for _, v in verdicts if v.decided_by), None) or "size"
+    claims, owner, decided = judged
     pin, pinned_dist, _ = expected[0]
     name = load.names[0]
     wanted = sorted({p for _, _, p in expected})
-    parts = [
-        f"{build.dist.name} {build.version} will load {name} from {display(load.path)} "
-        f"({load.how})."
-    ]
-    if owner is not None:
-        parts.append(
-            f"Those bytes are {owner.name} {owner.version}'s (by {decided}), not those of "
-            f"{pinned_dist.name} {pinned_dist.version}, which {build.dist.name} pins "
-            f"({_pin_text(pin)})."
-        )
-    else:
-        parts.append(
-            f"Those bytes match no installed distribution's RECORD (by {decided}); "
-            f"{build.dist.name} pins {_pin_text(pin)}."
-        )
-    if load.path not in wanted:
-        parts.append(f"{pinned_dist.name} ships it at {', '.join(display(p) for p in wanted)}.")
+    parts = _foreign_message(build, load, owner, decided, pin, pinned_dist, wanted)
     fix, note = _foreign_fix(env, stack, owner, pinned_dist, pinned)
     if note:
         parts.append(note)
@@ -553,6 +529,59 @@ def _judge_load(
         },
         fix=fix,
     )
+
+
+def _whose_bytes(
+    env: Environment,
+    disk: Disk,
+    digests: Digests | None,
+    path: str,
+    pinned: dict[str, tuple[Pin, Distribution]],
+) -> tuple[tuple[Claim, ...], Distribution | None, str] | None:
+    """(claims on PATH, the claimant whose bytes it holds, decided by what); None when the
+    bytes are a pinned distribution's, or cannot be judged."""
+    state = disk.stat(path)
+    if not state.is_file or state.error:
+        return None  # gone: missing-files / unresolved-library say so
+    claims = _claims_at(env, path)
+    verdicts = [(c, judge(c, state, digests)) for c in claims]
+    if any(v.matches and c.dist.metadata_dir in pinned for c, v in verdicts):
+        return None
+    if any(v.matches is None and c.dist.metadata_dir in pinned for c, v in verdicts):
+        return None  # RECORD has neither size nor hash: cannot tell
+    matching = [(c, v) for c, v in verdicts if v.matches]
+    owner = matching[0][0].dist if matching else None
+    decided = next((v.decided_by for _, v in verdicts if v.decided_by), None) or "size"
+    return claims, owner, decided
+
+
+def _foreign_message(
+    build: FrameworkBuild,
+    load: _Load,
+    owner: Distribution | None,
+    decided: str,
+    pin: Pin,
+    pinned_dist: Distribution,
+    wanted: list[str],
+) -> list[str]:
+    parts = [
+        f"{build.dist.name} {build.version} will load {load.names[0]} from {display(load.path)} "
+        f"({load.how})."
+    ]
+    if owner is not None:
+        parts.append(
+            f"Those bytes are {owner.name} {owner.version}'s (by {decided}), not those of "
+            f"{pinned_dist.name} {pinned_dist.version}, which {build.dist.name} pins "
+            f"({_pin_text(pin)})."
+        )
+    else:
+        parts.append(
+            f"Those bytes match no installed distribution's RECORD (by {decided}); "
+            f"{build.dist.name} pins {_pin_text(pin)}."
+        )
+    if load.path not in wanted:
+        parts.append(f"{pinned_dist.name} ships it at {', '.join(display(p) for p in wanted)}.")
+    return parts
 
 
 def _foreign_fix(

@@ -16,11 +16,11 @@ import struct
 from libdoctor.elf.dynamic import (
     DT_NULL,
     DT_STRTAB,
-    ELFCLASS64,
     LAYOUTS,
     PT_DYNAMIC,
     PT_LOAD,
     ElfFormatError,
+    Layout,
     ReadAt,
     Segment,
     is_elf_magic,
@@ -67,6 +67,25 @@ def defines_symbol(path: str, name: str) -> bool:
 
 
 def _defines(read_at: ReadAt, file_size: int, name: str) -> bool:
+    """``defines_symbol`` over any byte source (the tests feed it corrupt copies in memory)."""
+    lay, segments = _layout_and_segments(read_at, file_size)
+    dyn = next((s for s in segments if s.p_type == PT_DYNAMIC), None)
+    if dyn is None:
+        return False
+    loads = [s for s in segments if s.p_type == PT_LOAD]
+    tags = _dynamic_tags(read_at, file_size, lay, dyn)
+    if DT_SYMTAB not in tags or DT_STRTAB not in tags:
+        return False
+    table = _SymbolTable(read_at, file_size, lay, tags, loads)
+    if DT_GNU_HASH in tags:
+        return _gnu_lookup(table, _offset(tags[DT_GNU_HASH], loads, "DT_GNU_HASH"), name)
+    if DT_HASH in tags:
+        return _sysv_lookup(table, _offset(tags[DT_HASH], loads, "DT_HASH"), name)
+    return False
+
+
+def _layout_and_segments(read_at: ReadAt, file_size: int) -> tuple[Layout, list[Segment]]:
+    """The struct layout the ELF header asks for, and the program headers read with it."""
     ident = read_at(0, 16) if file_size >= 16 else b""
     if not is_elf_magic(ident):
         raise ElfFormatError("not an ELF file")
@@ -75,11 +94,11 @@ def _defines(read_at: ReadAt, file_size: int, name: str) -> bool:
         raise ElfFormatError("invalid ELF class or data encoding")
     header = lay.ehdr.unpack(read_exact(read_at, file_size, 16, lay.ehdr.size, "ELF header"))
     phoff, phentsize, phnum = header[4], header[8], header[9]
-    segments = read_segments(read_at, file_size, lay, phoff, phentsize, phnum)
-    dyn = next((s for s in segments if s.p_type == PT_DYNAMIC), None)
-    if dyn is None:
-        return False
-    loads = [s for s in segments if s.p_type == PT_LOAD]
+    return lay, read_segments(read_at, file_size, lay, phoff, phentsize, phnum)
+
+
+def _dynamic_tags(read_at: ReadAt, file_size: int, lay: Layout, dyn: Segment) -> dict[int, int]:
+    """The dynamic section's string table, symbol table and hash table addresses."""
     usable = dyn.filesz - dyn.filesz % lay.dyn.size
     tags: dict[int, int] = {}
     for tag, value in lay.dyn.iter_unpack(
@@ -89,61 +108,84 @@ def _defines(read_at: ReadAt, file_size: int, name: str) -> bool:
             break
         if tag in (DT_STRTAB, DT_SYMTAB, DT_HASH, DT_GNU_HASH):
             tags[tag] = value
-    if DT_SYMTAB not in tags or DT_STRTAB not in tags:
-        return False
-    order = "<" if lay.dyn.format[0] == "<" else ">"
-    is64 = ident[4] == ELFCLASS64
-    sym = struct.Struct(order + ("IBBHQQ" if is64 else "IIIBBH"))
-    word = struct.Struct(order + "I")
-    strings = string_table(read_at, tags[DT_STRTAB], None, loads)
-    symtab = _offset(tags[DT_SYMTAB], loads, "DT_SYMTAB")
-    wanted = os.fsencode(name)
+    return tags
 
-    def u32(offset: int) -> int:
-        value: int = word.unpack(read_exact(read_at, file_size, offset, 4, "hash table"))[0]
+
+class _SymbolTable:
+    """The dynamic symbol table, its strings and hash words, read entry by entry on demand."""
+
+    __slots__ = ("_file_size", "_read_at", "_strings", "_sym", "_symtab", "_word", "is64")
+
+    def __init__(
+        self,
+        read_at: ReadAt,
+        file_size: int,
+        lay: Layout,
+        tags: dict[int, int],
+        loads: list[Segment],
+    ) -> None:
+        order = "<" if lay.dyn.format[0] == "<" else ">"
+        self._read_at = read_at
+        self._file_size = file_size
+        self.is64 = lay.is64
+        self._sym = struct.Struct(order + ("IBBHQQ" if lay.is64 else "IIIBBH"))
+        self._word = struct.Struct(order + "I")
+        self._strings = string_table(read_at, tags[DT_STRTAB], None, loads)
+        self._symtab = _offset(tags[DT_SYMTAB], loads, "DT_SYMTAB")
+
+    def u32(self, offset: int) -> int:
+        """One 32-bit word of a hash table."""
+        raw = read_exact(self._read_at, self._file_size, offset, 4, "hash table")
+        value: int = self._word.unpack(raw)[0]
         return value
 
-    def matches(index: int) -> bool:
-        raw = read_exact(read_at, file_size, symtab + index * sym.size, sym.size, "symbol table")
-        fields = sym.unpack(raw)
-        st_name, st_shndx = fields[0], (fields[3] if is64 else fields[5])
-        return st_shndx != SHN_UNDEF and strings.get(st_name) == name
+    def defines(self, index: int, name: str) -> bool:
+        """Is symbol INDEX a definition (not an undefined reference) of NAME?"""
+        sym = self._sym
+        offset = self._symtab + index * sym.size
+        fields = sym.unpack(
+            read_exact(self._read_at, self._file_size, offset, sym.size, "symbol table")
+        )
+        st_name, st_shndx = fields[0], (fields[3] if self.is64 else fields[5])
+        return st_shndx != SHN_UNDEF and self._strings.get(st_name) == name
 
-    if DT_GNU_HASH in tags:
-        base = _offset(tags[DT_GNU_HASH], loads, "DT_GNU_HASH")
-        nbuckets, symoffset, bloom_size = u32(base), u32(base + 4), u32(base + 8)
-        if nbuckets == 0:
+
+def _gnu_lookup(table: _SymbolTable, base: int, name: str) -> bool:
+    """Look NAME up through the DT_GNU_HASH table at file offset BASE."""
+    nbuckets, symoffset, bloom_size = table.u32(base), table.u32(base + 4), table.u32(base + 8)
+    if nbuckets == 0:
+        return False
+    buckets = base + 16 + bloom_size * (8 if table.is64 else 4)
+    h = gnu_hash(os.fsencode(name))
+    index = table.u32(buckets + 4 * (h % nbuckets))
+    if index == 0 or index < symoffset:
+        return False
+    chain = buckets + 4 * nbuckets
+    for _ in range(_MAX_CHAIN):
+        link = table.u32(chain + 4 * (index - symoffset))
+        if (link | 1) == (h | 1) and table.defines(index, name):
+            return True
+        if link & 1:
             return False
-        buckets = base + 16 + bloom_size * (8 if is64 else 4)
-        h = gnu_hash(wanted)
-        index = u32(buckets + 4 * (h % nbuckets))
-        if index == 0 or index < symoffset:
+        index += 1
+    raise ElfFormatError("GNU hash chain does not end")
+
+
+def _sysv_lookup(table: _SymbolTable, base: int, name: str) -> bool:
+    """Look NAME up through the DT_HASH table at file offset BASE."""
+    nbucket, nchain = table.u32(base), table.u32(base + 4)
+    if nbucket == 0:
+        return False
+    index = table.u32(base + 8 + 4 * (sysv_hash(os.fsencode(name)) % nbucket))
+    for _ in range(min(nchain, _MAX_CHAIN) + 1):
+        if index == 0:
             return False
-        chain = buckets + 4 * nbuckets
-        for _ in range(_MAX_CHAIN):
-            link = u32(chain + 4 * (index - symoffset))
-            if (link | 1) == (h | 1) and matches(index):
-                return True
-            if link & 1:
-                return False
-            index += 1
-        raise ElfFormatError("GNU hash chain does not end")
-    if DT_HASH in tags:
-        base = _offset(tags[DT_HASH], loads, "DT_HASH")
-        nbucket, nchain = u32(base), u32(base + 4)
-        if nbucket == 0:
-            return False
-        index = u32(base + 8 + 4 * (sysv_hash(wanted) % nbucket))
-        for _ in range(min(nchain, _MAX_CHAIN) + 1):
-            if index == 0:
-                return False
-            if index >= nchain:
-                raise ElfFormatError("SysV hash chain index out of range")
-            if matches(index):
-                return True
-            index = u32(base + 8 + 4 * nbucket + 4 * index)
-        raise ElfFormatError("SysV hash chain does not end")
-    return False
+        if index >= nchain:
+            raise ElfFormatError("SysV hash chain index out of range")
+        if table.defines(index, name):
+            return True
+        index = table.u32(base + 8 + 4 * nbucket + 4 * index)
+    raise ElfFormatError("SysV hash chain does not end")
 
 
 def _offset(vaddr: int, loads: list[Segment], what: str) -> int:

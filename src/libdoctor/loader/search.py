@@ -277,112 +277,100 @@ class Loader:
         index: NamespaceIndex,
         main: LoadedObject | None,
     ) -> Resolution:
-        system = self._config.system
-        expanded: str | None = name
-        if kind == "dlopen" and "/" not in name:
-            expanded = "./" + name  # CPython's dlopen of a bare module name
-        elif requester is not None and (kind == "needed" or "/" in name):
-            expanded = expand_dst(
-                name, origin=requester.origin, lib=system.lib, platform=system.platform
-            )
+        """One request: expand the name, reuse a loaded object, or find the file and map it."""
+        expanded = self._expand(name, requester, kind)
         req_path = requester.path if requester is not None else None
-
-        def result(
-            status: Status,
-            *,
-            path: str | None = None,
-            found: str | None = None,
-            via: Via | None = None,
-            owner: str | None = None,
-            searched: tuple[SearchDir, ...] = (),
-            rejected: tuple[Rejected, ...] = (),
-            reason: str | None = None,
-        ) -> Resolution:
-            return Resolution(
-                kind, req_path, name, expanded or name, status, path, found, via, owner,
-                searched, rejected, reason,
-            )  # fmt: skip
-
         if not expanded:
             problem = "empty dynamic string token substitution" if name else "empty file name"
-            return result("error", reason=problem)
+            return Resolution(
+                kind, req_path, name, name, "error", None, None, None, None, (), (), problem
+            )  # fmt: skip
 
         # DT_NEEDED names are expanded before the loader sees them; a preload is registered
         # as written (its expansion only says which file to open).
         request = name if kind == "preload" else expanded
         hit = index.find_name(request)
         if hit is not None:
-            return result("found", path=hit.path, found=hit.path, via="loaded")
+            return Resolution(
+                kind, req_path, name, expanded, "found", hit.path, hit.path, "loaded", None,
+                (), (), None,
+            )  # fmt: skip
 
         if "/" in expanded:
-            ins = self._fs.inspect(self._abs(expanded))
-            verdict, why = self._verify(ins)
-            rejected = (Rejected(expanded, why),) if why else ()
-            if verdict == "fatal":
-                return result("error", found=expanded, rejected=rejected, reason=why)
-            if verdict != "accept":
-                reason = why if why and why.startswith("wrong ELF class") else _NOT_FOUND
-                return result("not_found", rejected=rejected, reason=reason)
-            outcome = _Outcome("found", expanded, ins, "path", None, (), rejected, None)
+            outcome = self._open_path(expanded)
         else:
             assert requester is not None
             outcome = self._search(expanded, requester, index, main)
-            if outcome.status != "found":
-                return result(
-                    outcome.status,
-                    found=outcome.textual,
-                    searched=outcome.searched,
-                    rejected=outcome.rejected,
-                    reason=outcome.reason,
-                )
+        if outcome.status != "found":
+            return Resolution(
+                kind, req_path, name, expanded, outcome.status, None, outcome.textual, None, None,
+                outcome.searched, outcome.rejected, outcome.reason,
+            )  # fmt: skip
 
-        assert outcome.textual is not None and outcome.inspection is not None
-        ins = outcome.inspection
-        elf = ins.elf
-        assert elf is not None
+        path, refusal = self._map(outcome, request, None if kind == "dlopen" else req_path, index)
+        if refusal is not None:
+            assert outcome.textual is not None
+            return Resolution(
+                kind, req_path, name, expanded, "error", None, outcome.textual, outcome.via,
+                outcome.via_owner, outcome.searched,
+                (*outcome.rejected, Rejected(outcome.textual, refusal)), refusal,
+            )  # fmt: skip
+        return Resolution(
+            kind, req_path, name, expanded, "found", path, outcome.textual, outcome.via,
+            outcome.via_owner, outcome.searched, outcome.rejected, None,
+        )  # fmt: skip
 
-        def found(path: str) -> Resolution:
-            return result(
-                "found",
-                path=path,
-                found=outcome.textual,
-                via=outcome.via,
-                owner=outcome.via_owner,
-                searched=outcome.searched,
-                rejected=outcome.rejected,
+    def _expand(self, name: str, requester: LoadedObject | None, kind: RequestKind) -> str | None:
+        """The name as the loader opens it: DSTs substituted, a bare dlopen name made relative."""
+        if kind == "dlopen" and "/" not in name:
+            return "./" + name  # CPython's dlopen of a bare module name
+        if requester is not None and (kind == "needed" or "/" in name):
+            system = self._config.system
+            return expand_dst(
+                name, origin=requester.origin, lib=system.lib, platform=system.platform
             )
+        return name
 
+    def _open_path(self, path: str) -> _Outcome:
+        """A name with a slash names one file: opened as it is, with no search to fall back on."""
+        ins = self._fs.inspect(self._abs(path))
+        verdict, why = self._verify(ins)
+        rejected = (Rejected(path, why),) if why else ()
+        if verdict == "fatal":
+            return _Outcome("error", path, ins, None, None, (), rejected, why)
+        if verdict != "accept":
+            reason = why if why and why.startswith("wrong ELF class") else _NOT_FOUND
+            return _Outcome("not_found", None, None, None, None, (), rejected, reason)
+        return _Outcome("found", path, ins, "path", None, (), rejected, None)
+
+    def _map(
+        self, outcome: _Outcome, request: str, loader: str | None, index: NamespaceIndex
+    ) -> tuple[str | None, str | None]:
+        """Map the file a search found: (path of the object that satisfies REQUEST, None),
+        or (None, why) when the file is an executable, which dlopen refuses."""
+        ins = outcome.inspection
+        assert outcome.textual is not None and ins is not None and ins.elf is not None
+        elf = ins.elf
         same = index.find_id(ins.file_id)
         if same is not None:  # already loaded under another name: reuse, remember this name
             index.add_name(request, same)
-            return found(same.path)
-        refusal = None
+            return same.path, None
         if elf.elf_type == ET_EXEC:
-            refusal = "cannot dynamically load executable"
-        elif elf.flags_1 & DF_1_PIE:
-            refusal = "cannot dynamically load position-independent executable"
-        if refusal is not None:
-            return result(
-                "error",
-                found=outcome.textual,
-                via=outcome.via,
-                owner=outcome.via_owner,
-                searched=outcome.searched,
-                rejected=(*outcome.rejected, Rejected(outcome.textual, refusal)),
-                reason=refusal,
-            )
+            return None, "cannot dynamically load executable"
+        if elf.flags_1 & DF_1_PIE:
+            return None, "cannot dynamically load position-independent executable"
         obj = LoadedObject(
             path=outcome.textual,
             request=request,
             soname=elf.soname,
             needed=elf.needed,
-            loader=None if kind == "dlopen" else req_path,
+            loader=loader,
             origin=origin_of(outcome.textual, self._cwd),
             file_id=ins.file_id,
             elf=elf,
         )
         index.add(obj, (n for n in (outcome.textual, request, elf.soname) if n))
-        return found(obj.path)
+        return obj.path, None
 
     # ----------------------------------------------------------------- the search (§1.2)
 

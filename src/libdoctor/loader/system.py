@@ -241,13 +241,7 @@ def probe_loader_system(
     """
     problems: list[str] = []
     exe = interpreter if interpreter is not None else (sys.executable or "")
-    elf_class, machine, interp = _process_identity(exe, problems)
-
-    loader = loader_path or interp or _known_loader(elf_class, machine)
-    if not loader_path and not interp and loader:
-        problems.append(f"{exe or 'the interpreter'} names no loader (PT_INTERP); using {loader}")
-    if not elf_class and loader:
-        elf_class, machine, _ = _process_identity(loader, problems)
+    loader, elf_class, machine = _choose_loader(exe, loader_path, problems)
 
     flags = cache_flags_for(elf_class, machine)
     if flags is None:
@@ -255,22 +249,7 @@ def probe_loader_system(
         flags = frozenset({0x0001, _FLAG_LIBC6})
 
     cache = _load_cache(cache_path, problems)
-
-    help_info: LoaderHelp | None = None
-    if not loader:
-        problems.append("no dynamic loader found")
-    else:
-        env = {"LC_ALL": "C"}
-        if glibc_tunables is not None:
-            env["GLIBC_TUNABLES"] = glibc_tunables
-        out = runner([loader, "--library-path", PROBE_LIBRARY_PATH, "--help"], env)
-        if out is None:
-            problems.append(f"{loader} --help did not run or failed")
-        else:
-            help_info = parse_loader_help(out)
-            if help_info is None:
-                problems.append(f"{loader} --help printed no search path (glibc < 2.33?)")
-
+    help_info = _ask_loader(loader, glibc_tunables, runner, problems)
     if help_info is None:
         return _fallback(loader, cache, elf_class, machine, flags, problems)
 
@@ -293,6 +272,40 @@ def probe_loader_system(
         cache_flags=flags,
         problems=tuple(problems),
     )
+
+
+def _choose_loader(exe: str, loader_path: str | None, problems: list[str]) -> tuple[str, int, int]:
+    """(loader, elf_class, machine): LOADER_PATH, else EXE's PT_INTERP, else a known loader.
+
+    The class and machine are EXE's, or the loader's when EXE cannot be read.
+    """
+    elf_class, machine, interp = _process_identity(exe, problems)
+    loader = loader_path or interp or _known_loader(elf_class, machine)
+    if not loader_path and not interp and loader:
+        problems.append(f"{exe or 'the interpreter'} names no loader (PT_INTERP); using {loader}")
+    if not elf_class and loader:
+        elf_class, machine, _ = _process_identity(loader, problems)
+    return loader, elf_class, machine
+
+
+def _ask_loader(
+    loader: str, glibc_tunables: str | None, runner: Runner, problems: list[str]
+) -> LoaderHelp | None:
+    """What ``LOADER --help`` reports; None, with the reason in PROBLEMS, when it cannot say."""
+    if not loader:
+        problems.append("no dynamic loader found")
+        return None
+    env = {"LC_ALL": "C"}
+    if glibc_tunables is not None:
+        env["GLIBC_TUNABLES"] = glibc_tunables
+    out = runner([loader, "--library-path", PROBE_LIBRARY_PATH, "--help"], env)
+    if out is None:
+        problems.append(f"{loader} --help did not run or failed")
+        return None
+    help_info = parse_loader_help(out)
+    if help_info is None:
+        problems.append(f"{loader} --help printed no search path (glibc < 2.33?)")
+    return help_info
 
 
 def _marker_value(lines: tuple[str, ...], marker: str) -> str | None:

@@ -169,38 +169,9 @@ def run_child(
     env = dict(os.environ if environ is None else environ)
     workdir = cwd or tempfile.mkdtemp(prefix="libdoctor-probe-")
     with tempfile.TemporaryFile() as out:
-        argv = [
-            python,
-            "-B",
-            "-c",
-            CHILD_SOURCE,
-            str(out.fileno()),
-            module,
-            repr([list(f) for f in facts]),
-        ]
+        proc = _launch(python, module, facts, env, workdir, out.fileno())
         try:
-            proc = subprocess.Popen(
-                argv,
-                env=env,
-                cwd=workdir,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=(out.fileno(),),
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise ProbeError(f"cannot run {python}: {exc.strerror or exc}") from None
-        timed_out = False
-        try:
-            _, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                proc.kill()
-            _, stderr = proc.communicate()
+            stderr, timed_out = _wait(proc, timeout)
         finally:
             if cwd is None:
                 shutil.rmtree(workdir, ignore_errors=True)
@@ -208,27 +179,85 @@ def run_child(
         raw = out.read()
     tail = stderr.decode("utf-8", "replace")[-4000:]
     documents = _documents(raw)
-    doc = documents[0] if documents else None
-    if timed_out and doc is None:
+    if not documents:
+        return _unreported(module, timeout, timed_out, proc.returncode, tail)
+    return _reported(module, timeout, timed_out, documents, proc.returncode, tail)
+
+
+def _launch(
+    python: str,
+    module: str,
+    facts: Sequence[tuple[str, str]],
+    env: dict[str, str],
+    workdir: str,
+    fd: int,
+) -> subprocess.Popen[bytes]:
+    """Start CHILD_SOURCE in PYTHON, in a session of its own, writing its report to FD."""
+    argv = [python, "-B", "-c", CHILD_SOURCE, str(fd), module, repr([list(f) for f in facts])]
+    try:
+        return subprocess.Popen(
+            argv,
+            env=env,
+            cwd=workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(fd,),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ProbeError(f"cannot run {python}: {exc.strerror or exc}") from None
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, bool]:
+    """(stderr, timed out): after TIMEOUT seconds the child's whole process group is killed,
+    so that processes the import started die with it."""
+    try:
+        _, stderr = proc.communicate(timeout=timeout)
+        return stderr, False
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+        _, stderr = proc.communicate()
+        return stderr, True
+
+
+def _unreported(
+    module: str, timeout: float, timed_out: bool, code: int | None, tail: str
+) -> ChildReport:
+    """The child wrote no report: the import hung and was killed, or the interpreter died."""
+    if timed_out:
         return ChildReport(
             module, False, True, timeout,
             error_type="Timeout",
             error_message=f"import {module} did not finish within {timeout:g} s; "
             "libdoctor killed its process group",
-            returncode=proc.returncode, stderr_tail=tail,
-        )  # fmt: skip
-    if doc is None:
-        code = proc.returncode
-        why = (
-            f"the interpreter died with {signal_name(code)}"
-            if code is not None and code < 0
-            else f"the interpreter exited with status {code}"
-        )
-        return ChildReport(
-            module, False, False, 0.0,
-            error_type="Crash", error_message=f"{why} while importing {module}",
             returncode=code, stderr_tail=tail,
         )  # fmt: skip
+    why = (
+        f"the interpreter died with {signal_name(code)}"
+        if code is not None and code < 0
+        else f"the interpreter exited with status {code}"
+    )
+    return ChildReport(
+        module, False, False, 0.0,
+        error_type="Crash", error_message=f"{why} while importing {module}",
+        returncode=code, stderr_tail=tail,
+    )  # fmt: skip
+
+
+def _reported(
+    module: str,
+    timeout: float,
+    timed_out: bool,
+    documents: list[dict[str, Any]],
+    code: int | None,
+    tail: str,
+) -> ChildReport:
+    """The child's report of the import, and of the facts when it got that far."""
+    doc = documents[0]
     error = doc.get("error") or {}
     facts_doc = documents[1] if len(documents) > 1 else {}
     facts_found: Mapping[str, Any] = facts_doc.get("facts") or {}
@@ -248,7 +277,7 @@ def run_child(
         maps=_mapped(doc.get("maps")),
         facts=facts_found,
         loaded_by_facts=_mapped(facts_doc.get("loaded_by_facts")),
-        returncode=proc.returncode,
+        returncode=code,
         stderr_tail=tail,
         sys_path=tuple(doc.get("sys_path") or ()),
         facts_timed_out=timed_out,

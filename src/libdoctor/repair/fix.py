@@ -19,7 +19,7 @@ import subprocess
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from libdoctor.analysis.run import run_checks
@@ -149,6 +149,17 @@ def _blocker(dist: Distribution) -> str | None:
     return None
 
 
+@dataclass(slots=True)
+class _Decisions:
+    """What plan_fix decided about each finding, in the order it decided."""
+
+    damaged: dict[str, Distribution] = field(default_factory=dict)  # to reinstall
+    addressed: list[Finding] = field(default_factory=list)
+    not_handled: list[tuple[Finding, str]] = field(default_factory=list)
+    leftovers: list[tuple[list[Distribution], Finding]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
 def plan_fix(
     env: Environment,
     disk: Disk,
@@ -165,72 +176,93 @@ def plan_fix(
     or safe once its co-owners are reinstalled.
     """
     before = list(run_checks(env, disk, None, libraries) if findings is None else findings)
+    decided = _sort_findings(env, before, remove_leftovers)
+    steps = _leftover_steps(env, disk, libraries, decided)
+    repaired = {s.dist.metadata_dir for s in steps if s.action == "reinstall" and s.dist}
+    for dist in sorted(decided.damaged.values(), key=lambda d: d.key):
+        if dist.metadata_dir not in repaired:
+            steps.append(reinstall_step(dist, env.target, "its files are missing or altered"))
+    predicted = _simulate(env, disk, libraries, steps) if steps else tuple(before)
+    return FixPlan(
+        target=env.target,
+        before=tuple(before),
+        steps=tuple(steps),
+        addressed=tuple(decided.addressed),
+        not_handled=tuple(decided.not_handled),
+        predicted=predicted,
+        new=diff_findings(before, predicted).new,
+        notes=tuple(decided.notes),
+    )
+
+
+def _sort_findings(
+    env: Environment, findings: Sequence[Finding], remove_leftovers: bool
+) -> _Decisions:
+    """Which findings a reinstall repairs, which name leftovers to uninstall, which stay."""
+    decided = _Decisions()
     reinstallable = _reinstallable(env)
-    damaged: dict[str, Distribution] = {}
-    addressed: list[Finding] = []
-    not_handled: list[tuple[Finding, str]] = []
-    leftovers: list[tuple[list[Distribution], Finding]] = []
-    for finding in before:
+    for finding in findings:
         if finding.severity < Severity.WARNING:
             continue
         if finding.code == "cuda-mixed-major":
             dists = _leftovers(env, finding)
             if remove_leftovers and dists:
-                leftovers.append((dists, finding))
+                decided.leftovers.append((dists, finding))
             else:
                 why = "pass --remove-leftovers to uninstall them" if dists else _why_not(finding)
-                not_handled.append((finding, why))
+                decided.not_handled.append((finding, why))
             continue
         if finding.code in _NOT_AUTOMATIC:
-            not_handled.append((finding, _NOT_AUTOMATIC[finding.code]))
+            decided.not_handled.append((finding, _NOT_AUTOMATIC[finding.code]))
             continue
         targets = _reinstall_targets(finding, reinstallable)
         if targets is None:
-            not_handled.append((finding, _why_not(finding)))
+            decided.not_handled.append((finding, _why_not(finding)))
             continue
         blocked = [b for b in map(_blocker, targets) if b]
         if blocked:
-            not_handled.append((finding, "; ".join(blocked)))
+            decided.not_handled.append((finding, "; ".join(blocked)))
             continue
-        damaged.update((d.metadata_dir, d) for d in targets)
-        addressed.append(finding)
-    notes: list[str] = []
+        decided.damaged.update((d.metadata_dir, d) for d in targets)
+        decided.addressed.append(finding)
+    return decided
+
+
+def _leftover_steps(
+    env: Environment, disk: Disk, libraries: LoaderContext | None, decided: _Decisions
+) -> list[Step]:
+    """The uninstalls (and the reinstalls that make them safe) of DECIDED's leftovers."""
     steps: list[Step] = []
-    for dists, finding in leftovers:
+    for dists, finding in decided.leftovers:
         plan = plan_uninstall(env, disk, [d.name for d in dists], libraries)
         names = ", ".join(plan.subjects)
         if plan.verdict == "breaks" and not plan.repair_is_safe:
-            notes.append(
+            decided.notes.append(
                 f"{names} stay: uninstalling them breaks {len(plan.breaks)} thing(s) that "
                 "no reinstall repairs (see `libdoctor plan uninstall`)"
             )
-            not_handled.append((finding, "uninstalling the leftovers would break something"))
+            decided.not_handled.append(
+                (finding, "uninstalling the leftovers would break something")
+            )
             continue
         steps += plan.steps
         if plan.verdict == "breaks":
             steps += plan.repair
-        addressed.append(finding)
-    repaired = {s.dist.metadata_dir for s in steps if s.action == "reinstall" and s.dist}
-    for dist in sorted(damaged.values(), key=lambda d: d.key):
-        if dist.metadata_dir not in repaired:
-            steps.append(reinstall_step(dist, env.target, "its files are missing or altered"))
+        decided.addressed.append(finding)
+    return steps
+
+
+def _simulate(
+    env: Environment, disk: Disk, libraries: LoaderContext | None, steps: Sequence[Step]
+) -> tuple[Finding, ...]:
+    """Every finding of the environment as it would be after STEPS."""
     sim = Simulation(env, disk, libraries)
     for step in steps:
         if step.dist is not None and step.action == "uninstall":
             sim.uninstall(step.dist)
         elif step.dist is not None:
             sim.reinstall(step.dist)
-    predicted = tuple(sim.findings()) if steps else tuple(before)
-    return FixPlan(
-        target=env.target,
-        before=tuple(before),
-        steps=tuple(steps),
-        addressed=tuple(addressed),
-        not_handled=tuple(not_handled),
-        predicted=predicted,
-        new=diff_findings(before, predicted).new,
-        notes=tuple(notes),
-    )
+    return tuple(sim.findings())
 
 
 def _leftovers(env: Environment, finding: Finding) -> list[Distribution]:

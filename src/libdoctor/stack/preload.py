@@ -217,69 +217,85 @@ def _function_sources(text: str) -> str | None:
 
 
 def extract_preload(text: str) -> ExtractedPreload:
-    tree: ast.Module | None = None
-    excerpt = _function_sources(text)
-    if excerpt is not None:
-        try:
-            tree = ast.parse(excerpt)
-        except (SyntaxError, ValueError):
-            tree = None  # cut badly (a column-0 line inside a string): parse the whole text
-    if tree is None:
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError) as exc:
-            problem = f"torch/__init__.py does not parse: {exc}"
-            return ExtractedPreload(None, (), (), {}, problem=problem)
+    try:
+        tree = _parse_functions(text)
+    except (SyntaxError, ValueError) as exc:
+        problem = f"torch/__init__.py does not parse: {exc}"
+        return ExtractedPreload(None, (), (), {}, problem=problem)
     functions = {
         node.name: node
         for node in tree.body
         if isinstance(node, ast.FunctionDef) and node.name in _FUNCTIONS
     }
-    libs: tuple[tuple[str, str], ...] | None = None
-    optional: list[tuple[str, str]] = []
     deps = functions.get("_preload_cuda_deps")
-    if deps is not None:
-        for node in ast.walk(deps):
-            value: ast.expr | None = None
-            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                value = node.value if node.target.id == "cuda_libs" else None
-            elif isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "cuda_libs" for t in node.targets
-            ):
-                value = node.value
-            if value is not None and libs is None:
-                libs = _pairs(value)
-        for stmt in deps.body:  # a top-level call after the loop: never required
-            call = stmt.value if isinstance(stmt, ast.Expr) else None
-            if (
-                isinstance(call, ast.Call)
-                and isinstance(call.func, ast.Name)
-                and call.func.id == "_preload_cuda_lib"
-                and any(
-                    k.arg == "required"
-                    and isinstance(k.value, ast.Constant)
-                    and k.value.value is False
-                    for k in call.keywords
-                )
-            ):
-                pair = _pairs(ast.List(elts=[ast.Tuple(elts=list(call.args[:2]))]))
-                if pair:
-                    optional.append(pair[0])
-    dirs: list[str] = []
     paths = functions.get("_get_cuda_dep_paths")
-    if paths is not None:
-        joins = [n for n in ast.walk(paths) if isinstance(n, ast.Call) and _is_join(n)]
-        joins.sort(key=lambda n: (n.lineno, n.col_offset))
-        for join in joins:
-            template = _template(join)
-            if template is not None:
-                dirs.append(template)
     return ExtractedPreload(
-        libs=libs,
-        optional_libs=tuple(optional),
-        dirs=tuple(dirs),
+        libs=_cuda_libs(deps) if deps is not None else None,
+        optional_libs=_optional_preloads(deps) if deps is not None else (),
+        dirs=_dir_templates(paths) if paths is not None else (),
         functions={name: ast.unparse(node) for name, node in functions.items()},
     )
+
+
+def _parse_functions(text: str) -> ast.Module:
+    """The wanted functions, parsed from their excerpt when it cuts cleanly, else from all of
+    TEXT (raises SyntaxError or ValueError)."""
+    excerpt = _function_sources(text)
+    if excerpt is not None:
+        try:
+            return ast.parse(excerpt)
+        except (SyntaxError, ValueError):
+            pass  # cut badly (a column-0 line inside a string): parse the whole text
+    return ast.parse(text)
+
+
+def _cuda_libs(deps: ast.FunctionDef) -> tuple[tuple[str, str], ...] | None:
+    """The (folder, glob) pairs of the first ``cuda_libs = [...]`` in _preload_cuda_deps."""
+    for node in ast.walk(deps):
+        value: ast.expr | None = None
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            value = node.value if node.target.id == "cuda_libs" else None
+        elif isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "cuda_libs" for t in node.targets
+        ):
+            value = node.value
+        if value is not None:
+            libs = _pairs(value)
+            if libs is not None:
+                return libs
+    return None
+
+
+def _optional_preloads(deps: ast.FunctionDef) -> tuple[tuple[str, str], ...]:
+    """The ``_preload_cuda_lib(folder, glob, required=False)`` calls after the loop."""
+    optional: list[tuple[str, str]] = []
+    for stmt in deps.body:  # a top-level call after the loop: never required
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id == "_preload_cuda_lib"
+            and any(
+                k.arg == "required" and isinstance(k.value, ast.Constant) and k.value.value is False
+                for k in call.keywords
+            )
+        ):
+            pair = _pairs(ast.List(elts=[ast.Tuple(elts=list(call.args[:2]))]))
+            if pair:
+                optional.append(pair[0])
+    return tuple(optional)
+
+
+def _dir_templates(paths: ast.FunctionDef) -> tuple[str, ...]:
+    """The ``os.path.join`` calls of _get_cuda_dep_paths as templates, in source order."""
+    joins = [n for n in ast.walk(paths) if isinstance(n, ast.Call) and _is_join(n)]
+    joins.sort(key=lambda n: (n.lineno, n.col_offset))
+    dirs: list[str] = []
+    for join in joins:
+        template = _template(join)
+        if template is not None:
+            dirs.append(template)
+    return tuple(dirs)
 
 
 def verify_model(model: PreloadModel, found: ExtractedPreload) -> list[str]:
@@ -468,42 +484,13 @@ def start_torch(
     major = build.cuda_major
     global_deps = os.path.join(build.dist.base_dir, *model.global_deps.split("/"))
 
-    def preload(start: Process, required: bool) -> tuple[Process, list[PreloadStep], str | None]:
-        steps: list[PreloadStep] = []
-        current = start
-        error: str | None = None
-        pending = [(f, g, required) for f, g in model.libs]
-        pending += [(f, g, False) for f, g in model.optional_libs]
-        for i, (folder, pattern, must) in enumerate(pending):
-            entry, hits = _hits(disk, model, folder, pattern, sys_path, major)
-            if not hits:
-                if must:
-                    error = f"ValueError: {pattern} not found in the system path"
-                    steps.append(PreloadStep(folder, pattern, None, (), "no-match", error))
-                    steps += [
-                        PreloadStep(f, g, None, (), "not-run") for f, g, _ in pending[i + 1 :]
-                    ]
-                    break
-                steps.append(PreloadStep(folder, pattern, None, (), "no-match"))
-                continue
-            after, closure = dlopen_into(loader, current, hits[0])
-            if not closure.ok:
-                text = f"OSError: {failure_text(closure)}"
-                steps.append(PreloadStep(folder, pattern, entry, hits, "failed", text, closure))
-                steps += [PreloadStep(f, g, None, (), "not-run") for f, g, _ in pending[i + 1 :]]
-                error = text  # swallowed when not required, fatal otherwise
-                break
-            current = after
-            steps.append(PreloadStep(folder, pattern, entry, hits, "loaded", None, closure))
-        return current, steps, error if required else None
-
     after, first = dlopen_into(loader, process, global_deps)
     if first.ok:
         cudart = _mapped(after, model.trigger_needle)
         if model.trigger != "cudart-mapped" or cudart is None:
             why = f"{model.trigger_needle} is not mapped after libtorch_global_deps: no preload"
             return TorchStart(model, global_deps, (first,), False, why, (), after, None)
-        done, steps, _ = preload(after, required=False)
+        done, steps, _ = _preload(loader, disk, model, sys_path, major, after, required=False)
         why = f"{cudart} is mapped after libtorch_global_deps"
         return TorchStart(model, global_deps, (first,), True, why, tuple(steps), done, None)
 
@@ -514,13 +501,51 @@ def start_torch(
         return TorchStart(
             model, global_deps, (first,), False, why, (), process, f"OSError: {message}"
         )
-    done, steps, error = preload(process, required=True)
+    done, steps, error = _preload(loader, disk, model, sys_path, major, process, required=True)
     why = f"libtorch_global_deps failed ({message}): preload with every library required"
     if error is not None:
         return TorchStart(model, global_deps, (first,), True, why, tuple(steps), done, error)
     retried, second = dlopen_into(loader, done, global_deps)
     error = None if second.ok else f"OSError: {failure_text(second)}"
     return TorchStart(model, global_deps, (first, second), True, why, tuple(steps), retried, error)
+
+
+def _preload(
+    loader: Loader,
+    disk: Disk,
+    model: PreloadModel,
+    sys_path: Sequence[str],
+    major: int | None,
+    start: Process,
+    required: bool,
+) -> tuple[Process, list[PreloadStep], str | None]:
+    """torch's ``_preload_cuda_deps(required)`` on START: the process after it, each step, and
+    the error torch raises (only when REQUIRED; otherwise the loop's try swallows it)."""
+    steps: list[PreloadStep] = []
+    current = start
+    error: str | None = None
+    pending = [(f, g, required) for f, g in model.libs]
+    pending += [(f, g, False) for f, g in model.optional_libs]
+    for i, (folder, pattern, must) in enumerate(pending):
+        entry, hits = _hits(disk, model, folder, pattern, sys_path, major)
+        if not hits:
+            if must:
+                error = f"ValueError: {pattern} not found in the system path"
+                steps.append(PreloadStep(folder, pattern, None, (), "no-match", error))
+                steps += [PreloadStep(f, g, None, (), "not-run") for f, g, _ in pending[i + 1 :]]
+                break
+            steps.append(PreloadStep(folder, pattern, None, (), "no-match"))
+            continue
+        after, closure = dlopen_into(loader, current, hits[0])
+        if not closure.ok:
+            text = f"OSError: {failure_text(closure)}"
+            steps.append(PreloadStep(folder, pattern, entry, hits, "failed", text, closure))
+            steps += [PreloadStep(f, g, None, (), "not-run") for f, g, _ in pending[i + 1 :]]
+            error = text  # swallowed when not required, fatal otherwise
+            break
+        current = after
+        steps.append(PreloadStep(folder, pattern, entry, hits, "loaded", None, closure))
+    return current, steps, error if required else None
 
 
 def torch_extension(dist: Distribution, model: PreloadModel) -> str | None:
