@@ -24,7 +24,6 @@ from libdoctor.disk.hashing import HashCache, HashStats, hash_many
 from libdoctor.disk.stat import RealDisk
 from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.model import Environment, build_environment
-from libdoctor.environment.record import ParsedRecord, RecordEntry
 from libdoctor.environment.requirements import RequirementIndex
 from libdoctor.environment.target import SiteDir, Target, from_directory
 from libdoctor.findings import Finding, Severity
@@ -32,6 +31,7 @@ from libdoctor.loader.extensions import LoaderContext, analyse
 from libdoctor.loader.system import probe_loader_system
 from libdoctor.stack.cuda import cuda_major_of
 from libdoctor.stack.frameworks import detect_frameworks, parse_cupy_name, parse_torch_version_py
+from support.dists import fake_dist
 from support.stackfake import TorchStack, fake_lib, torch_version_py
 from support.venvs import Libdoctor, Venv, VenvFactory, pip_env, pip_install
 from support.wheels import WheelFactory
@@ -88,31 +88,6 @@ def test_parse_torch_version_py(
 )
 def test_parse_cupy_name(key: str, cuda: str | None) -> None:
     assert parse_cupy_name(key) == cuda
-
-
-def fake_dist(
-    name: str,
-    version: str,
-    paths: Sequence[str] = (),
-    requires: Sequence[str] = (),
-    site: str = "/env/site",
-) -> Distribution:
-    from libdoctor.environment.distributions import canonicalize_name
-
-    key = canonicalize_name(name)
-    return Distribution(
-        name=name,
-        version=version,
-        key=key,
-        metadata_dir=f"{site}/{key}-{version}.dist-info",
-        kind="dist-info",
-        site=SiteDir(site, "/env"),
-        base_dir=site,
-        installer="pip",
-        requires_dist=tuple(requires),
-        record=ParsedRecord(tuple(RecordEntry(p, None, 1) for p in paths), ()),
-        record_error=None,
-    )
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
-from test_stack import fake_dist
 
 from libdoctor.disk.stat import FileState, RealDisk
 from libdoctor.loader.model import Process, SearchConfig
@@ -32,6 +31,7 @@ from libdoctor.stack.preload import (
     verify_model,
 )
 from support.cc import compile_lib, require_gcc
+from support.dists import fake_dist
 from support.stackfake import TORCH_INIT
 
 # --------------------------------------------------------------------------- the text
