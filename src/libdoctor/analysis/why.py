@@ -14,9 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from libdoctor.analysis.libraries import analyse_libraries
-from libdoctor.checks.libraries import basename_index, check_libraries, shipped_by
+from libdoctor.checks.libraries import Shipped, basename_index, check_libraries, shipped_by
 from libdoctor.disk.stat import Disk
-from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.model import Environment
 from libdoctor.environment.target import Target
 from libdoctor.findings import Finding
@@ -31,15 +30,6 @@ class Request:
     resolution: Resolution
     root: str
     optional: bool  # ROOT is a library no extension module loads (dlopen'ed, if ever)
-
-
-@dataclass(frozen=True, slots=True)
-class Shipped:
-    """An installed distribution whose RECORD names a file called like the library."""
-
-    dist: Distribution
-    path: str
-    present: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +59,7 @@ def explain_library(
     return Explanation(
         library=library,
         requests=tuple(requests),
-        shipped=tuple(Shipped(s["_dist"], s["path"], s["present"]) for s in shipped),
+        shipped=tuple(shipped),
         findings=tuple(findings),
         env=env,
     )

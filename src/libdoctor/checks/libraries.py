@@ -200,23 +200,32 @@ def basename_index(paths: Iterable[str]) -> dict[str, list[str]]:
     return index
 
 
+@dataclass(frozen=True, slots=True)
+class Shipped:
+    """An installed distribution whose RECORD names a file called like a library."""
+
+    dist: Distribution
+    path: str
+    present: bool
+
+    def evidence(self) -> dict[str, Any]:
+        return {
+            "name": self.dist.name,
+            "version": self.dist.version,
+            "path": self.path,
+            "present": self.present,
+        }
+
+
 def shipped_by(
     env: Environment, disk: Disk, name: str, index: Mapping[str, list[str]]
-) -> list[dict[str, Any]]:
+) -> list[Shipped]:
     """Every installed distribution whose RECORD names a file called NAME, present or not."""
     found = []
     for path in index.get(os.path.basename(name), ()):
         state = disk.stat(path)
-        for claim in env.claims[path]:
-            found.append(
-                {
-                    "name": claim.dist.name,
-                    "version": claim.dist.version,
-                    "path": path,
-                    "present": state.exists and not state.error,
-                    "_dist": claim.dist,
-                }
-            )
+        present = state.exists and not state.error
+        found += [Shipped(claim.dist, path, present) for claim in env.claims[path]]
     return found
 
 
@@ -241,7 +250,7 @@ def _unresolved_finding(
             "library": gap.name,
             "modules": modules,
             "requests": _request_evidence(env, gap, sites),
-            "shipped_by": [{k: v for k, v in c.items() if k != "_dist"} for c in candidates],
+            "shipped_by": [c.evidence() for c in candidates],
         },
         fix=fix,
     )
@@ -263,7 +272,7 @@ def _unresolved_headline(
 
 
 def _unresolved_remedy(
-    env: Environment, gap: _Gap, candidates: list[dict[str, Any]], requester: str
+    env: Environment, gap: _Gap, candidates: list[Shipped], requester: str
 ) -> tuple[str, Fix | None]:
     """What the environment has by that name, and the fix when a reinstall brings it back.
 
@@ -271,15 +280,15 @@ def _unresolved_remedy(
     any lost file.
     """
     searched = {_norm(s.directory) for _, r in gap.requests for s in r.searched}
-    lost = [c for c in candidates if not c["present"]]
-    on_path_lost = [c for c in lost if _norm(os.path.dirname(c["path"])) in searched] or lost
+    lost = [c for c in candidates if not c.present]
+    on_path_lost = [c for c in lost if _norm(os.path.dirname(c.path)) in searched] or lost
     if on_path_lost:
-        dists = [c["_dist"] for c in on_path_lost]
+        dists = [c.dist for c in on_path_lost]
         names = ", ".join(sorted({d.display for d in dists}))
         text = f" {names} lists it in RECORD but the file is gone; reinstalling brings it back."
         return text, _reinstall(env, dists)
     if candidates:
-        where = ", ".join(display(c["path"]) for c in candidates[:3])
+        where = ", ".join(display(c.path) for c in candidates[:3])
         return (
             f" The environment has it at {where}, which is not on the search path of "
             f"{display(os.path.basename(requester))}.",

@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING
 from libdoctor.cli import common
 
 if TYPE_CHECKING:
+    from libdoctor.environment.installers import InstallerOptions
     from libdoctor.environment.target import Target
     from libdoctor.findings import Finding
     from libdoctor.loader.extensions import LoaderContext
-    from libdoctor.repair.fix import InstallerOptions, RunResult
+    from libdoctor.repair.run import RunResult
     from libdoctor.whatif.plan import Plan, Step
 
 # A failed installer's output can be long, and its end says why it failed; --json lists
@@ -46,7 +47,7 @@ def add_installer_options(parser: argparse.ArgumentParser, *, hooks: bool = True
 
 def installer_options(args: argparse.Namespace) -> InstallerOptions:
     """Local --find-links made absolute: the installer runs in another working directory."""
-    from libdoctor.repair.fix import InstallerOptions
+    from libdoctor.environment.installers import InstallerOptions
 
     return InstallerOptions(
         find_links=tuple(os.path.abspath(p) if os.path.exists(p) else p for p in args.find_links),
@@ -93,10 +94,11 @@ def say(text: str) -> None:
 
 def write_plan(args: argparse.Namespace, plan: Plan) -> None:
     """The plan as `libdoctor plan` shows it: uninstall shows the same before it runs."""
+    from libdoctor.report.json import target_dict
     from libdoctor.report.plan import plan_json, plan_text
 
     if args.json:
-        common.write(plan_json(plan, common.target_dict(plan.target)))
+        common.write(plan_json(plan, target_dict(plan.target)))
     else:
         common.write(plan_text(plan, verbose=args.verbose, color=common.use_color(args)))
 
@@ -109,7 +111,7 @@ def execute(
     command: str,
 ) -> tuple[RunResult, list[Finding] | None]:
     """Run STEPS with backup and rollback; then check again (None if it was rolled back)."""
-    from libdoctor.repair.fix import recheck, run_steps
+    from libdoctor.repair.run import recheck, run_steps
 
     wrapper = tuple(shlex.split(args.installer_cmd)) if args.installer_cmd else ()
     result = run_steps(

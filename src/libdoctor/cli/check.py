@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     from libdoctor.analysis.overlap import run_check
     from libdoctor.analysis.run import CheckOptions, filter_findings, loader_context
     from libdoctor.report import check as check_report
+    from libdoctor.report.json import target_dict
 
     target = common.discover_target(args)
     cache_dir = None
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     common.keep_until_exit(report)
     shown = filter_findings(report.findings, args.select, args.ignore, args.all)
     if args.json:
-        common.write(check_report.render_json(report, shown, common.target_dict(target)))
+        common.write(check_report.render_json(report, shown, target_dict(target)))
     else:
         color = common.use_color(args)
         common.write(check_report.render_text(report, shown, color=color, verbose=args.verbose))

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from libdoctor.findings import CODES, Finding, Severity
 
@@ -117,15 +117,6 @@ def discover_target(args: argparse.Namespace) -> Target:
     from libdoctor.environment.target import discover
 
     return discover(getattr(args, "target", None), args.python, os.environ)
-
-
-def target_dict(target: Target) -> dict[str, Any]:
-    return {
-        "prefix": target.prefix,
-        "python": target.python,
-        "site_packages": list(target.site_packages),
-        "chosen_by": target.chosen_by,
-    }
 
 
 def exit_code(findings: Sequence[Finding], fail_on: str) -> int:

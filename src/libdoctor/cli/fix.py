@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Any
 from libdoctor.cli import changes, common
 
 if TYPE_CHECKING:
+    from libdoctor.environment.installers import InstallerOptions
     from libdoctor.environment.target import Target
     from libdoctor.findings import Finding
-    from libdoctor.repair.fix import FixPlan, InstallerOptions, RunResult
+    from libdoctor.repair.fix import FixPlan
+    from libdoctor.repair.run import RunResult
 
 
 def register(sub: Any) -> None:
@@ -87,11 +89,10 @@ def _write(
 ) -> None:
     """The plan; with RESULT, how running it went (the JSON then has both in one document)."""
     from libdoctor.report.fix import fix_json, fix_text
+    from libdoctor.report.json import target_dict
 
     if args.json:
-        document = fix_json(
-            common.target_dict(target), fix, options, result, after, dry_run=args.dry_run
-        )
+        document = fix_json(target_dict(target), fix, options, result, after, dry_run=args.dry_run)
         common.write(document)
     else:
         common.write(fix_text(target, fix, options, result, after, color=common.use_color(args)))

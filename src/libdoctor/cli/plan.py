@@ -64,8 +64,8 @@ def run_install(args: argparse.Namespace) -> int:
     from libdoctor.disk.stat import RealDisk
     from libdoctor.environment.model import build_environment
     from libdoctor.environment.wheel import read_wheel
-    from libdoctor.repair.fix import resolve_requirements
     from libdoctor.whatif.plan import plan_install
+    from libdoctor.whatif.resolve import resolve_requirements
 
     items, target = common.items_and_target(args, wheels=True)
     wheel_paths = [i for i in items if i.endswith(".whl") and os.path.isfile(i)]

@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from libdoctor.environment.target import discover
     from libdoctor.probe.run import run_probe
     from libdoctor.report import probe as probe_report
+    from libdoctor.report.json import target_dict
 
     if args.timeout <= 0:
         raise LibdoctorError("--timeout must be positive")
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     )
     shown = filter_findings(result.findings, args.select, args.ignore, args.all)
     if args.json:
-        common.write(probe_report.render_json(result, shown, common.target_dict(target)))
+        common.write(probe_report.render_json(result, shown, target_dict(target)))
     else:
         color = common.use_color(args)
         common.write(probe_report.render_text(result, shown, verbose=args.verbose, color=color))

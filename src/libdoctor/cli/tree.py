@@ -24,12 +24,13 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from libdoctor.analysis.tree import dependency_tree
+    from libdoctor.report.json import target_dict
     from libdoctor.report.tree import tree_json, tree_text
 
     target = common.discover_target(args)
     tree = dependency_tree(target, args.root, os.environ, os.getcwd())
     if args.json:
-        common.write(tree_json(tree, common.target_dict(target)))
+        common.write(tree_json(tree, target_dict(target)))
     else:
         common.write(tree_text(tree))
     return common.EXIT_OK if tree.ok else common.EXIT_FINDINGS

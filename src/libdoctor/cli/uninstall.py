@@ -18,7 +18,7 @@ from libdoctor.cli import changes, common
 
 if TYPE_CHECKING:
     from libdoctor.findings import Finding
-    from libdoctor.repair.fix import RunResult
+    from libdoctor.repair.run import RunResult
     from libdoctor.whatif.plan import Plan
 
 
@@ -81,9 +81,10 @@ def run(args: argparse.Namespace) -> int:
 def _write(
     args: argparse.Namespace, plan: Plan, result: RunResult, after: list[Finding] | None
 ) -> None:
+    from libdoctor.report.json import target_dict
     from libdoctor.report.uninstall import uninstall_json, uninstall_text
 
     if args.json:
-        common.write(uninstall_json(plan, common.target_dict(plan.target), result, after))
+        common.write(uninstall_json(plan, target_dict(plan.target), result, after))
     else:
         common.write(uninstall_text(plan, result, after, color=common.use_color(args)))

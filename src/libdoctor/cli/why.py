@@ -24,12 +24,13 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from libdoctor.analysis.why import explain_library
+    from libdoctor.report.json import target_dict
     from libdoctor.report.why import why_json, why_text
 
     target = common.discover_target(args)
     why = explain_library(target, args.soname, os.environ, os.getcwd())
     if args.json:
-        common.write(why_json(why, common.target_dict(target)))
+        common.write(why_json(why, target_dict(target)))
     else:
         common.write(why_text(why))
     return common.EXIT_OK if why.found else common.EXIT_FINDINGS

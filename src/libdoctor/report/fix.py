@@ -21,9 +21,11 @@ from libdoctor.report.text import Line, to_string
 from libdoctor.whatif.plan import diff_findings
 
 if TYPE_CHECKING:
+    from libdoctor.environment.installers import InstallerOptions
     from libdoctor.environment.target import Target
     from libdoctor.findings import Finding
-    from libdoctor.repair.fix import FixPlan, InstallerOptions, RunResult
+    from libdoctor.repair.fix import FixPlan
+    from libdoctor.repair.run import RunResult
 
 # (key in the counts, one, many): "info" is a mass noun, "0 info" like "1 info".
 _COUNTED = (

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from libdoctor import __version__
 from libdoctor.environment.paths import display
 from libdoctor.findings import Finding, Severity, count_by_severity
+
+if TYPE_CHECKING:
+    from libdoctor.environment.target import Target
 
 SCHEMA_VERSION = 1
 
@@ -82,3 +85,13 @@ def render(
 def dumps(document: Mapping[str, Any]) -> str:
     """The layout all of libdoctor's JSON documents share: indented, ending in a newline."""
     return json.dumps(document, indent=2) + "\n"
+
+
+def target_dict(target: Target) -> dict[str, Any]:
+    """The document's ``target``: which environment, and why that one."""
+    return {
+        "prefix": target.prefix,
+        "python": target.python,
+        "site_packages": list(target.site_packages),
+        "chosen_by": target.chosen_by,
+    }

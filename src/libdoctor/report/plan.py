@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from libdoctor import __version__
 from libdoctor.checks.wording import plural
+from libdoctor.environment.installers import InstallerOptions
 from libdoctor.environment.paths import display
-from libdoctor.repair.fix import InstallerOptions, step_argv
+from libdoctor.repair.run import step_argv
 from libdoctor.report import json as json_report
 from libdoctor.report.shown import shown
 from libdoctor.report.text import PATHS_SHOWN, Line, finding_lines, to_string

@@ -17,7 +17,7 @@ from libdoctor.report.text import to_string
 
 if TYPE_CHECKING:
     from libdoctor.findings import Finding
-    from libdoctor.repair.fix import RunResult
+    from libdoctor.repair.run import RunResult
     from libdoctor.whatif.plan import Plan
 
 

@@ -50,7 +50,6 @@ StepAction = Literal["uninstall", "reinstall", "install"]
 # Evidence keys that name *what* a finding is about beyond its paths (a soname, a library).
 _SUBJECT_KEYS = ("soname", "needed", "library", "name")
 # Installers whose steps libdoctor can back up and roll back (conda also rewrites conda-meta).
-RUNNABLE_INSTALLERS = frozenset({"pip", "uv"})
 
 
 # --------------------------------------------------------------------------- distributions

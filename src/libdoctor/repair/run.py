@@ -1,0 +1,179 @@
+"""Running a repair's steps: each backed up first, run through the environment's own
+installer, journaled; on the first failure (or an interrupt) everything is rolled back.
+Installer output goes to our stderr when asked (progress on a terminal), never to stdout.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from libdoctor.analysis.run import run_checks
+from libdoctor.disk.stat import Disk, RealDisk
+from libdoctor.environment.installers import (
+    RUNNABLE,
+    InstallerOptions,
+    Notify,
+    installer_env,
+    run_installer,
+)
+from libdoctor.environment.model import Environment, build_environment, is_inside
+from libdoctor.environment.target import Target
+from libdoctor.environment.wheel import read_wheel, wheel_distribution
+from libdoctor.errors import LibdoctorError
+from libdoctor.findings import Finding
+from libdoctor.repair.backup import BackupSession
+from libdoctor.repair.journal import BackupInfo
+from libdoctor.repair.rollback import RestoreResult
+from libdoctor.whatif.plan import Step
+from libdoctor.whatif.simulation import removal_set
+
+if TYPE_CHECKING:
+    from libdoctor.loader.extensions import LoaderContext
+
+__all__ = [
+    "RunResult",
+    "StepResult",
+    "recheck",
+    "run_steps",
+    "step_argv",
+    "touched_paths",
+]
+
+
+def step_argv(step: Step, options: InstallerOptions) -> tuple[str, ...]:
+    """The command a step runs: install steps get the index options (uninstall takes none)."""
+    return step.argv + options.args() if step.action != "uninstall" else step.argv
+
+
+def _bytecode_of(paths: Sequence[str], disk: Disk) -> list[str]:
+    """Every ``__pycache__/<stem>.*.pyc`` of the listed ``.py`` files, whatever its tag."""
+    found: list[str] = []
+    listings: dict[str, tuple[str, ...]] = {}
+    for path in paths:
+        if not path.endswith(".py"):
+            continue
+        head, tail = os.path.split(path)
+        cache = os.path.join(head, "__pycache__")
+        if cache not in listings:
+            listings[cache] = disk.listdir(cache)
+        stem = tail[:-3] + "."
+        found += [
+            os.path.join(cache, n)
+            for n in listings[cache]
+            if n.startswith(stem) and n.endswith(".pyc")
+        ]
+    return found
+
+
+def touched_paths(step: Step, env: Environment, disk: Disk) -> tuple[str, ...]:
+    """Every existing path STEP may delete or overwrite, on the disk as it is now.
+
+    A superset is harmless (it is only copied); a path missed here could not be restored.
+    """
+    paths: list[str] = []
+    current = None
+    if step.dist is not None:
+        current = next(
+            (d for d in env.distributions if d.metadata_dir == step.dist.metadata_dir), None
+        )
+    if current is not None and current.record is not None:
+        removal = removal_set(current, env, disk)
+        paths += removal.files
+        paths += _bytecode_of(removal.files, disk)
+    if step.wheel is not None:
+        wheel = read_wheel(step.wheel)
+        for old in env.distributions:
+            if old.key == wheel.key and not old.site.inherited and old.record is not None:
+                paths += removal_set(old, env, disk).files
+        _, files = wheel_distribution(wheel, env.target)
+        paths += [p for p in files if disk.stat(p).exists]
+    prefix = env.target.prefix
+    return tuple(dict.fromkeys(p for p in paths if is_inside(p, prefix)))
+
+
+# --------------------------------------------------------------------------- running steps
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    step: Step
+    argv: tuple[str, ...]
+    returncode: int
+    saved: int  # files copied into the backup before it ran
+    output: str  # the installer's last lines, when captured
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    backup: BackupInfo
+    results: tuple[StepResult, ...]
+    rollback: RestoreResult | None  # set when a step failed and everything was undone
+
+    @property
+    def ok(self) -> bool:
+        return self.rollback is None and all(r.returncode == 0 for r in self.results)
+
+
+def _check_installers(steps: Sequence[Step], wrapper: Sequence[str]) -> None:
+    if wrapper:
+        return
+    for step in steps:
+        if step.installer not in RUNNABLE:
+            raise LibdoctorError(f"{step.name} is managed by {step.installer}: not run here")
+        if step.installer == "uv" and shutil.which("uv") is None:
+            raise LibdoctorError(f"{step.name} was installed by uv, and uv is not on PATH")
+
+
+def run_steps(
+    target: Target,
+    steps: Sequence[Step],
+    *,
+    backups: str,
+    command: str,
+    options: InstallerOptions,
+    environ: Mapping[str, str],
+    wrapper: Sequence[str] = (),
+    echo: bool = False,
+    notify: Notify | None = None,
+) -> RunResult:
+    """Run STEPS in order, each backed up first; on the first failure, roll everything back.
+
+    WRAPPER is a command prefix (a test hook: fault injection around the real installer).
+    An exception (Ctrl-C included) also rolls back, then propagates. A SIGKILL leaves the
+    journal ``in-progress`` for ``libdoctor restore``.
+    """
+    _check_installers(steps, wrapper)
+    say = notify or (lambda _text: None)
+    session = BackupSession(backups, target.prefix, command)
+    results: list[StepResult] = []
+    try:
+        say(f"backup {session.info.id} in {session.path}")
+        for number, step in enumerate(steps, start=1):
+            env = build_environment(target)
+            saved = session.save(touched_paths(step, env, RealDisk()))
+            argv = (*wrapper, *step_argv(step, options))
+            session.begin(argv, saved)
+            shown = shlex.join(step_argv(step, options))
+            say(f"[{number}/{len(steps)}] {shown}  ({saved} files backed up)")
+            code, output = run_installer(argv, installer_env(environ, session.tmpdir), echo)
+            session.end(code, output)
+            results.append(StepResult(step, argv, code, saved, output))
+            if code != 0:
+                say(f"step {number} failed (exit {code}): rolling back")
+                rollback = session.rollback()
+                return RunResult(rollback.backup, tuple(results), rollback)
+    except BaseException:
+        say("interrupted: rolling back")
+        session.rollback()
+        raise
+    return RunResult(session.finish("done"), tuple(results), None)
+
+
+def recheck(target: Target, libraries: LoaderContext | None) -> list[Finding]:
+    """``check`` on the target as it is now (after a repair)."""
+    return run_checks(build_environment(target), RealDisk(), None, libraries)
