@@ -24,7 +24,6 @@ from libdoctor.analysis.run import (
 )
 from libdoctor.checks.files import check_files
 from libdoctor.checks.verdict import Digests, RecordDigests
-from libdoctor.disk.hashing import NATIVE_PART
 from libdoctor.disk.stat import RealDisk
 from libdoctor.environment.model import Environment, build_environment
 from libdoctor.environment.paths import NATIVE_ROWS
@@ -74,7 +73,7 @@ class CacheFirst(Mapping[tuple[str, str], "str | None"]):
     was hashed (no waiting), else the parent's, sent once its hashing is done."""
 
     def __init__(self, cache_dir: str | None, prefix: str, sent: Later[Digests]) -> None:
-        from libdoctor.disk.hashing import HashCache
+        from libdoctor.disk.hashing import NATIVE_PART, HashCache
 
         self._cache = HashCache.load(cache_dir, prefix, NATIVE_PART)
         self._disk = RealDisk()

@@ -9,7 +9,6 @@ Every argv names the target's own interpreter (or ``--python`` it, for uv), neve
 from __future__ import annotations
 
 import shlex
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,6 +142,8 @@ def installer_env(environ: Mapping[str, str], tmpdir: str | None = None) -> dict
 
 
 def run_installer(argv: Sequence[str], env: Mapping[str, str], echo: bool) -> tuple[int, str]:
+    import subprocess  # here, not at the top: check imports this module, never runs it
+
     try:
         if echo:
             done = subprocess.run(
