@@ -11,6 +11,7 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -441,3 +442,46 @@ def test_realenv_plan_uninstall_cudnn_cu12_over_torch(
     sequence = plan["safe_sequence"]
     assert sequence is not None and sequence["verified"] is True
     assert sequence["steps"][-1]["argv"][-1] == f"nvidia-cudnn-cu13=={cu13_version}"
+
+
+def _uv() -> str:
+    uv = Path(sys.executable).parent / "uv"
+    if not uv.exists():
+        pytest.skip("uv is not installed (pip install -e '.[dev]')")
+    return str(uv)
+
+
+def test_plan_install_requirement_in_a_uv_env_without_pip(
+    tmp_path: Path, seed: SeedWheels, cli: Cli
+) -> None:
+    """A uv-made env has no pip of its own: libdoctor's pip resolves for it (--python)."""
+    uv, env = _uv(), tmp_path / "uv-env"
+    offline = {**os.environ, "UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, env], check=True, env=offline)
+    subprocess.run(
+        [
+            uv,
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            env / "bin/python",
+            "--no-index",
+            "-f",
+            seed.find_links,
+            "cudnn-a==9.1.0",
+            "torchlike",
+        ],
+        check=True,
+        env=offline,
+    )
+    assert not list((env / "lib").glob("python*/site-packages/pip")), "uv made pip after all"
+    before = snapshot(env)
+    run = cli(
+        "plan", "install", "cudnn-b==9.24.0", env, "--no-index", "-f", seed.find_links, "--json"
+    )
+    assert run.rc == 1, run.describe()
+    doc = run.json()
+    assert doc["plan"]["subjects"] == ["cudnn-b 9.24.0"]
+    assert [f["code"] for f in doc["plan"]["new_findings"]] == ["shared-path"]
+    assert diff_snapshots(before, snapshot(env)) == []

@@ -8,6 +8,8 @@ Every argv names the target's own interpreter (or ``--python`` it, for uv), neve
 
 from __future__ import annotations
 
+import glob
+import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -162,3 +164,24 @@ def run_installer(argv: Sequence[str], env: Mapping[str, str], echo: bool) -> tu
         return 127, f"cannot run {argv[0]}: {exc.strerror or exc}"
     text = done.stdout.decode("utf-8", "replace")
     return done.returncode, "\n".join(text.splitlines()[-_TAIL_LINES:])
+
+
+def pip_command(target: Target) -> tuple[str, ...]:
+    """How to run pip for TARGET: its own pip, else this interpreter's pip aimed at it with
+    ``--python`` (pip >= 22.3; a uv-made env has no pip of its own). A one-line error when
+    neither exists, never a pip from PATH."""
+    python = target_python(target)
+    if any(
+        glob.glob(os.path.join(glob.escape(site), "pip-*.dist-info"))
+        for site in target.site_packages
+    ):
+        return (python, "-m", "pip")
+    import importlib.util
+    import sys
+
+    if importlib.util.find_spec("pip") is not None:
+        return (sys.executable, "-m", "pip", "--python", python)
+    raise LibdoctorError(
+        f"no pip in {target.prefix} nor beside libdoctor: install pip into either to resolve "
+        "requirements"
+    )

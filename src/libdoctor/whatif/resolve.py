@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import subprocess
 import urllib.parse
 import urllib.request
@@ -18,8 +19,8 @@ from libdoctor.environment.installers import (
     InstallerOptions,
     Notify,
     installer_env,
+    pip_command,
     run_installer,
-    target_python,
 )
 from libdoctor.environment.target import Target
 from libdoctor.errors import LibdoctorError
@@ -49,10 +50,10 @@ def resolve_requirements(
     a requirement already satisfied installs nothing, exactly as pip would do.
     """
     say = notify or (lambda _text: None)
-    python = target_python(target)
-    argv = [python, "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-"]
+    pip = pip_command(target)
+    argv = [*pip, "install", "--dry-run", "--quiet", "--report", "-"]
     argv += [*options.args(), *requirements]
-    say(f"resolving {' '.join(requirements)} with {python} -m pip")
+    say(f"resolving {' '.join(requirements)} with {shlex.join(pip)}")
     done = subprocess.run(
         argv, env=installer_env(environ), stdin=subprocess.DEVNULL, capture_output=True, check=False
     )
@@ -85,12 +86,12 @@ def resolve_requirements(
         if parsed.scheme == "file":
             wheels.append(urllib.request.url2pathname(parsed.path))
             continue
-        wheels.append(_fetch(python, url, filename, sha256, options, cache_dir, environ, echo, say))
+        wheels.append(_fetch(pip, url, filename, sha256, options, cache_dir, environ, echo, say))
     return ResolvedWheels(tuple(wheels), tuple(notes))
 
 
 def _fetch(
-    python: str,
+    pip: Sequence[str],
     url: str,
     filename: str,
     sha256: str | None,
@@ -107,9 +108,8 @@ def _fetch(
         return dest
     os.makedirs(dest_dir, exist_ok=True)
     say(f"downloading {filename}")
-    argv = [python, "-m", "pip", "download", "--no-deps", "--dest", dest_dir, *options.args(), url]
-    if not echo:
-        argv.insert(3, "--quiet")
+    quiet = () if echo else ("--quiet",)
+    argv = [*pip, "download", *quiet, "--no-deps", "--dest", dest_dir, *options.args(), url]
     code, output = run_installer(argv, installer_env(environ), echo)
     if code != 0 or not os.path.isfile(dest):
         last = (output.strip().splitlines() or [f"exit {code}"])[-1]
