@@ -109,6 +109,28 @@ def test_deleted_library_is_unresolved_and_names_owner_and_fix(
     assert {f["code"] for f in findings(run)} == {"unresolved-library", "missing-files"}
 
 
+def test_truncated_library_is_found_and_broken_not_missing(
+    seed: tuple[Venv, Mapping[str, Path]], libdoctor: Libdoctor
+) -> None:
+    """glibc stops at a file it found but cannot load ("cannot read file data"): the finding
+    says found-and-broken at that path, and reinstalling its owner is the fix."""
+    venv, paths = seed
+    data = paths["lib"].read_bytes()
+    paths["lib"].unlink()  # a new inode: the wheel's bytes elsewhere stay untouched
+    paths["lib"].write_bytes(data[:300])
+    run = libdoctor.check(venv.path, "--json")
+    (unresolved,) = findings(run, "unresolved-library")
+    assert f"is found at {paths['lib']} but cannot be loaded" in unresolved["message"]
+    assert "not on the search path" not in unresolved["message"]
+    assert "cudnn-a 9.1's; reinstalling restores it" in unresolved["message"]
+    assert unresolved["fix"]["argv"][-1] == "cudnn-a==9.1"
+    assert {f["code"] for f in findings(run)} == {
+        "unresolved-library",
+        "elf-invalid",
+        "altered-files",
+    }
+
+
 def test_why_walks_the_search_and_tree_shows_owners(
     seed: tuple[Venv, Mapping[str, Path]], libdoctor: Libdoctor
 ) -> None:

@@ -259,12 +259,17 @@ def _unresolved_finding(
 def _unresolved_headline(
     env: Environment, name: str, first: Resolution, requester: str, modules: list[str]
 ) -> str:
-    """Which library, for whom, and which imports fail because of it."""
-    message = (
-        f"{name}, needed by {display(requester)} ({_owner_text(env, requester)}), cannot be found"
-    )
-    if first.status == "error":
-        message += f" ({first.reason})"
+    """Which library, for whom, and which imports fail because of it. A file the search
+    found but cannot load stops the search there (glibc does not go on looking), so it is
+    named as found and broken, not as missing."""
+    who = f"{name}, needed by {display(requester)} ({_owner_text(env, requester)})"
+    if first.status == "error" and first.found_path:
+        found = display(_norm(first.found_path))
+        message = f"{who}, is found at {found} but cannot be loaded ({first.reason})"
+    elif first.status == "error":
+        message = f"{who}, cannot be found ({first.reason})"
+    else:
+        message = f"{who}, cannot be found"
     message += f": import {modules[0]} fails"
     if len(modules) > 1:
         message += f" (and {len(modules) - 1} more module(s))"
@@ -279,6 +284,9 @@ def _unresolved_remedy(
     A lost file in a directory the loader searched is the one to restore; failing that,
     any lost file.
     """
+    broken = _broken_file(env, gap)
+    if broken is not None:
+        return broken
     searched = {_norm(s.directory) for _, r in gap.requests for s in r.searched}
     lost = [c for c in candidates if not c.present]
     on_path_lost = [c for c in lost if _norm(os.path.dirname(c.path)) in searched] or lost
@@ -295,6 +303,18 @@ def _unresolved_remedy(
             None,
         )
     return " No installed distribution ships a file by that name.", None
+
+
+def _broken_file(env: Environment, gap: _Gap) -> tuple[str, Fix | None] | None:
+    """The remedy when the search found a file it cannot load: reinstall its owner."""
+    found = next((r.found_path for _, r in gap.requests if r.status == "error"), None)
+    if not found:
+        return None
+    owners = env.owners(_norm(found))
+    if not owners:
+        return " No installed distribution claims that file.", None
+    names = ", ".join(sorted({d.display for d in owners}))
+    return f" It is {names}'s; reinstalling restores it.", _reinstall(env, owners)
 
 
 def _request_evidence(env: Environment, gap: _Gap, sites: Sequence[str]) -> list[dict[str, Any]]:
