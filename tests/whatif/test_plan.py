@@ -485,3 +485,56 @@ def test_plan_install_requirement_in_a_uv_env_without_pip(
     assert doc["plan"]["subjects"] == ["cudnn-b 9.24.0"]
     assert [f["code"] for f in doc["plan"]["new_findings"]] == ["shared-path"]
     assert diff_snapshots(before, snapshot(env)) == []
+
+
+_BACKEND = """
+import os
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    info = os.path.join(metadata_directory, "srcpkg-1.0.dist-info")
+    os.makedirs(info)
+    with open(os.path.join(info, "METADATA"), "w") as out:
+        out.write("Metadata-Version: 2.1\\nName: srcpkg\\nVersion: 1.0\\n")
+    return "srcpkg-1.0.dist-info"
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    raise RuntimeError("a plan never builds")
+"""
+
+
+def _sdist(dest: Path) -> Path:
+    """srcpkg 1.0 as an sdist whose in-tree backend gives metadata without any download."""
+    import io
+    import tarfile
+
+    files = {
+        "pyproject.toml": b'[build-system]\nrequires = []\nbuild-backend = "backend"\n'
+        b'backend-path = ["."]\n',
+        "backend.py": _BACKEND.encode(),
+        "PKG-INFO": b"Metadata-Version: 2.1\nName: srcpkg\nVersion: 1.0\n",
+    }
+    dest.mkdir(parents=True, exist_ok=True)
+    path = dest / "srcpkg-1.0.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"srcpkg-1.0/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_plan_install_of_an_sdist_cannot_tell(clean_venv: Venv, cli: Cli, tmp_path: Path) -> None:
+    """pip would build it from source: the files are unknown, so the plan is not "safe"."""
+    links = _sdist(tmp_path / "sdists").parent
+    run = cli("plan", "install", "srcpkg", clean_venv.path, "--no-index", "-f", links, "--json")
+    assert run.rc == 1, run.describe()
+    plan = run.json()["plan"]
+    assert (plan["verdict"], plan["unknown"]) == ("unknown", ["srcpkg 1.0"])
+    text = cli("plan", "install", "srcpkg", clean_venv.path, "--no-index", "-f", links)
+    assert text.rc == 1 and "Verdict: cannot tell" in text.stdout, text.describe()

@@ -71,6 +71,7 @@ def run_install(args: argparse.Namespace) -> int:
     wheel_paths = [i for i in items if i.endswith(".whl") and os.path.isfile(i)]
     requirements = [i for i in items if i not in wheel_paths]
     notes: list[str] = []
+    unknown: tuple[str, ...] = ()
     if requirements:
         resolved = resolve_requirements(
             target,
@@ -83,9 +84,9 @@ def run_install(args: argparse.Namespace) -> int:
         )
         wheel_paths += resolved.wheels
         notes += resolved.notes
+        unknown = resolved.unknown
     wheels = [read_wheel(os.path.abspath(p)) for p in wheel_paths]
     plan = plan_install(build_environment(target), RealDisk(), wheels, common.libraries(args))
-    if notes:
-        plan = replace(plan, notes=(*notes, *plan.notes))
+    plan = replace(plan, notes=(*notes, *plan.notes), unknown=unknown)
     changes.write_plan(args, plan)
-    return common.EXIT_FINDINGS if plan.verdict == "breaks" else common.EXIT_OK
+    return common.EXIT_OK if plan.verdict == "safe" else common.EXIT_FINDINGS

@@ -75,6 +75,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         "subjects": list(plan.subjects),
         "verdict": plan.verdict,
         "breaks": len(plan.breaks),
+        **({"unknown": list(plan.unknown)} if plan.action == "install" else {}),
         "steps": [step_dict(s) for s in plan.steps],
         "removals": [
             {
@@ -211,6 +212,15 @@ def _verdict_line(plan: Plan) -> Line:
     if plan.verdict == "safe":
         return Line.of("Verdict: safe", "bold green").plus(
             " — no check reports anything new at error level"
+        )
+    if plan.verdict == "unknown":
+        return Line.of(
+            "Verdict: cannot tell — "
+            f"{', '.join(plan.unknown)} would be built from source, so the files it would write "
+            "are unknown; build the wheel first (pip wheel --no-deps REQ -w DIR) and plan that "
+            "file",
+            "bold yellow",
+            wrap=True,
         )
     return Line.of(f"Verdict: breaks {plural(len(plan.breaks), 'thing')}", "bold red").plus(
         " (safe with the sequence above)" if plan.repair_is_safe else ""

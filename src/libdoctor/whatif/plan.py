@@ -178,14 +178,18 @@ class Plan:
     distributions: int = 0
     files: int = 0
     before: tuple[Finding, ...] = ()  # every finding of the environment as it is
+    unknown: tuple[str, ...] = ()  # what the install would build from source: files unknown
 
     @property
     def breaks(self) -> tuple[Finding, ...]:
         return tuple(f for f in self.new if f.severity >= Severity.ERROR)
 
     @property
-    def verdict(self) -> Literal["safe", "breaks"]:
-        return "breaks" if self.breaks else "safe"
+    def verdict(self) -> Literal["safe", "breaks", "unknown"]:
+        """Safe only when proven: an install that builds from source cannot be predicted."""
+        if self.breaks:
+            return "breaks"
+        return "unknown" if self.unknown else "safe"
 
     @property
     def repair_is_safe(self) -> bool:

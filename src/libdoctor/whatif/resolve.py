@@ -32,6 +32,7 @@ __all__ = ["ResolvedWheels", "resolve_requirements"]
 class ResolvedWheels:
     wheels: tuple[str, ...]  # local wheel files, in the order pip would install them
     notes: tuple[str, ...]  # what could not be predicted (sdists), or nothing to install
+    unknown: tuple[str, ...] = ()  # "name version" of what pip would build from source
 
 
 def resolve_requirements(
@@ -70,6 +71,7 @@ def resolve_requirements(
         ) from None
     wheels: list[str] = []
     notes: list[str] = []
+    unknown: list[str] = []
     if not items:
         notes.append(f"{' '.join(requirements)}: already satisfied, pip would install nothing")
     for item in items:
@@ -81,13 +83,14 @@ def resolve_requirements(
         filename = urllib.parse.unquote(os.path.basename(parsed.path))
         if not filename.endswith(".whl"):
             notes.append(f"{label} would be built from {filename or url}: its files are unknown")
+            unknown.append(label)
             continue
         sha256 = (info.get("archive_info") or {}).get("hashes", {}).get("sha256")
         if parsed.scheme == "file":
             wheels.append(urllib.request.url2pathname(parsed.path))
             continue
         wheels.append(_fetch(pip, url, filename, sha256, options, cache_dir, environ, echo, say))
-    return ResolvedWheels(tuple(wheels), tuple(notes))
+    return ResolvedWheels(tuple(wheels), tuple(notes), tuple(unknown))
 
 
 def _fetch(
