@@ -152,6 +152,28 @@ def test_two_dist_info_dirs_for_one_name_are_a_duplicate(zoo: Zoo, zoo_default: 
     assert str(zoo.site / "foo.bar-2.0.dist-info") in text
 
 
+def test_duplicate_distribution_fix_leaves_one_whole_install(
+    new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor
+) -> None:
+    """An interrupted upgrade left 1.0's metadata beside 2.0's files: the fix deletes the
+    stale directory (the one the disk disagrees with) and reinstalls 2.0; then all is clean."""
+    venv = new_venv("dup")
+    old = make_wheel("ldt-dup", "1.0", {"dup/__init__.py": b"OLD = 1\n"})
+    pip_install(venv, old)
+    stale = venv.site_packages / "ldt_dup-1.0.dist-info"
+    kept = Path(str(stale) + ".kept")
+    stale.rename(kept)
+    pip_install(venv, make_wheel("ldt-dup", "2.0", {"dup/__init__.py": b"NEW = 22\n"}))
+    kept.rename(stale)
+    finding = only(select(libdoctor.check(venv.path, "--json").json(), "duplicate-distribution"))
+    assert finding["distribution"] == {"name": "ldt-dup", "version": "2.0"}
+    assert finding["fix"]["steps"][0] == ["rm", "-rf", "--", str(stale)]
+    run_fix(finding, make_wheel.dest)
+    after = libdoctor.check(venv.path, "--json", "--fail-on", "info")
+    assert after.rc == 0, after.describe()
+    assert (venv.site_packages / "dup/__init__.py").read_bytes() == b"NEW = 22\n"
+
+
 # ------------------------------------------------------------------ non-UTF-8, symlink loops
 
 

@@ -17,10 +17,11 @@ from libdoctor.checks.verdict import Digests, RecordDigests, Verdict, judge
 from libdoctor.checks.wording import about, are, plural, ref, repair_fix, severity_for
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution
+from libdoctor.environment.installers import reinstall_argv, steps_fix
 from libdoctor.environment.model import Claim, Environment
 from libdoctor.environment.paths import display, is_bytecode, is_native
 from libdoctor.environment.record import RecordProblem
-from libdoctor.findings import Finding, Severity
+from libdoctor.findings import Finding, Fix, Severity
 
 if TYPE_CHECKING:
     from libdoctor.disk.hashing import HashJob
@@ -83,7 +84,7 @@ def record_differences(
 
 def check_files(env: Environment, disk: Disk, digests: Digests | None = None) -> list[Finding]:
     findings: list[Finding] = []
-    findings += check_duplicates(env)
+    findings += check_duplicates(env, disk)
     findings += check_records(env)
     shared, covered = shared_paths(env, disk, digests)
     findings += shared
@@ -95,7 +96,7 @@ def check_files(env: Environment, disk: Disk, digests: Digests | None = None) ->
 # --- duplicate-distribution -------------------------------------------------------------
 
 
-def check_duplicates(env: Environment) -> list[Finding]:
+def check_duplicates(env: Environment, disk: Disk) -> list[Finding]:
     groups: dict[tuple[str, str], list[Distribution]] = defaultdict(list)
     for dist in env.distributions:
         groups[(dist.site.path, dist.key)].append(dist)
@@ -104,7 +105,7 @@ def check_duplicates(env: Environment) -> list[Finding]:
         if len(dists) < 2:
             continue
         versions = ", ".join(f"{d.version} ({os.path.basename(d.metadata_dir)})" for d in dists)
-        newest = _newest(dists)
+        newest = _current(dists, env, disk)
         stale = [d.metadata_dir for d in dists if d is not newest]
         findings.append(
             Finding(
@@ -125,27 +126,42 @@ def check_duplicates(env: Environment) -> list[Finding]:
                         for d in dists
                     ]
                 },
-                fix=repair_fix(
-                    newest,
-                    env,
-                    note="then delete the stale metadata directory: "
-                    + ", ".join(display(s) for s in stale),
-                ),
+                fix=_duplicate_fix(newest, stale, env),
             )
         )
     return findings
 
 
-def _newest(dists: Sequence[Distribution]) -> Distribution:
+def _current(dists: Sequence[Distribution], env: Environment, disk: Disk) -> Distribution:
+    """The one whose RECORD the disk agrees with most (bytes over metadata), the newest
+    version among equals: the stale directory is what an interrupted upgrade left behind."""
     from packaging.version import InvalidVersion, Version
 
-    def key(dist: Distribution) -> tuple[int, Any]:
+    def key(dist: Distribution) -> tuple[int, int, Any]:
+        agree = sum(
+            1
+            for claim in env.claims_of(dist)
+            if claim.entry.size is not None and disk.stat(claim.path).size == claim.entry.size
+        )
         try:
-            return (1, Version(dist.version))
+            return (agree, 1, Version(dist.version))
         except InvalidVersion:
-            return (0, dist.version)
+            return (agree, 0, dist.version)
 
     return max(dists, key=key)
+
+
+def _duplicate_fix(current: Distribution, stale: Sequence[str], env: Environment) -> Fix | None:
+    """Delete the stale metadata directories (only them: the files are the current one's),
+    then reinstall the current version so its files are whole."""
+    if current.external:
+        return None
+    removals = [("rm", "-rf", "--", path) for path in stale]
+    return steps_fix(
+        *removals,
+        reinstall_argv(current, env.target),
+        note="the stale metadata directories only; the files stay the current version's",
+    )
 
 
 # --- record-invalid ---------------------------------------------------------------------
