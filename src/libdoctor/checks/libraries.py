@@ -22,6 +22,7 @@ from libdoctor.environment.paths import display
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.loader.extensions import LibraryAnalysis, module_name
 from libdoctor.loader.model import Closure, LoadedObject, Resolution
+from libdoctor.loader.runtime import RuntimeHit, runtime_search
 from libdoctor.loader.strings import expand_dst
 
 # Libraries the NVIDIA driver installs on the host; pip never provides them.
@@ -66,6 +67,7 @@ class _Gap:
 
     name: str
     requests: list[tuple[Closure, Resolution]] = field(default_factory=list)
+    hit: RuntimeHit | None = None  # the package's own loader that would load it, if one does
 
     @property
     def requesters(self) -> list[str]:
@@ -130,6 +132,13 @@ def check_libraries(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
             context = {key} | deps.get(key, set())
             if any(k in context for k in provided.get(res.name, {})):
                 continue  # loaded by an import that must come first
+            hit = runtime_search(env, disk, res.name, deps, key)
+            if hit is not None and (hit.present or not hit.lost):
+                if not hit.present:  # a feature its package loads on demand, not installed
+                    optional.setdefault(res.name, _Gap(res.name, hit=hit)).requests.append(
+                        (closure, res)
+                    )
+                continue  # found by the package's own loader before the import
             needed.setdefault(res.name, _Gap(res.name)).requests.append((closure, res))
     for closure in analysis.optional:
         for res in closure.resolutions:
@@ -370,20 +379,35 @@ def _driver_finding(env: Environment, gap: _Gap, *, optional: bool) -> Finding:
 
 def _optional_finding(env: Environment, gap: _Gap, index: Mapping[str, list[str]]) -> Finding:
     requesters = gap.requesters
+    evidence: dict[str, Any] = {
+        "library": gap.name,
+        "needed_by": [{"path": display(r), "owners": owner_refs(env, r)} for r in requesters],
+        "shipped_at": [display(p) for p in index.get(gap.name, ())],
+    }
+    first = (
+        display(os.path.basename(requesters[0]))
+        if gap.hit is None
+        else module_name(requesters[0], env.target.site_packages)
+    )
+    whom = first + (f" and {len(requesters) - 1} more" if len(requesters) > 1 else "")
+    if gap.hit is None:
+        why = ", which no extension module loads (a plugin loaded on demand, if ever)."
+    else:
+        why = (
+            f"; {gap.hit.search.name} loads it on demand for that package, and no installed "
+            "distribution ships it where it looks: that feature is unavailable until one does."
+        )
+        evidence["runtime_loader"] = {
+            "name": gap.hit.search.name,
+            "how": gap.hit.search.how,
+            "searched": [display(d) for d in gap.hit.dirs],
+        }
     return Finding(
         code="optional-library-missing",
         severity=Severity.INFO,
-        message=(
-            f"{gap.name} is not found for {display(os.path.basename(requesters[0]))}"
-            + (f" and {len(requesters) - 1} more" if len(requesters) > 1 else "")
-            + ", which no extension module loads (a plugin loaded on demand, if ever)."
-        ),
+        message=f"{gap.name} is not found for {whom}{why}",
         paths=tuple(requesters),
-        evidence={
-            "library": gap.name,
-            "needed_by": [{"path": display(r), "owners": owner_refs(env, r)} for r in requesters],
-            "shipped_at": [display(p) for p in index.get(gap.name, ())],
-        },
+        evidence=evidence,
     )
 
 

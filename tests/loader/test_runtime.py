@@ -1,0 +1,143 @@
+"""Libraries a package loads itself (loader.runtime): cuda-pathfinder's catalog read from the
+installed package, and what check makes of it on real venvs with gcc-built libraries.
+
+cupy loads cuBLAS and friends with cuda-pathfinder (``ctypes.CDLL`` by absolute path, from
+the sibling nvidia wheels' directories) before it imports the extension that needs them: a
+library found that way is resolved; one it would load that nothing ships is an optional
+feature; a file a RECORD lists there that is gone is still an error with its reinstall.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from libdoctor.loader.runtime import SEARCHES
+from support.cc import compile_lib, require_gcc
+from support.dists import fake_dist
+from support.venvs import Libdoctor, Venv, VenvFactory, pip_install
+from support.wheels import WheelFactory, extension_suffix
+
+EXT = extension_suffix()
+CATALOG = b"""
+from dataclasses import dataclass
+
+@dataclass(frozen=True)
+class DescriptorSpec:
+    name: str
+    linux_sonames: tuple = ()
+    site_packages_linux: tuple = ()
+
+DESCRIPTOR_CATALOG = (
+    DescriptorSpec(
+        name="cublas",
+        linux_sonames=("libcublas.so.13", "libcublas.so.12"),
+        site_packages_linux=("nvidia/cu13/lib", "nvidia/cublas/lib"),
+    ),
+    DescriptorSpec(name="cutensor", linux_sonames=("libcutensor.so.2",),
+                   site_packages_linux=("cutensor/lib",)),
+)
+"""
+CATALOG_PATH = "cuda/pathfinder/_dynamic_libs/descriptor_catalog.py"
+Doc = dict[str, Any]
+
+
+def test_the_catalog_is_read_from_the_installed_package(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / CATALOG_PATH).parent.mkdir(parents=True)
+    (site / CATALOG_PATH).write_bytes(CATALOG)
+    (pathfinder,) = SEARCHES
+    catalog = pathfinder.catalog(fake_dist("cuda-pathfinder", "1.9", site=str(site)))
+    assert catalog["libcublas.so.12"] == ("nvidia/cu13/lib", "nvidia/cublas/lib")
+    assert catalog["libcutensor.so.2"] == ("cutensor/lib",)
+    assert pathfinder.catalog(fake_dist("cuda-pathfinder", "1.9", site=str(tmp_path))) == {}
+
+
+def _lib(tmp: Path, name: str, **kwargs: Any) -> bytes:
+    directory = tmp / name.replace("/", "_")
+    directory.mkdir(parents=True, exist_ok=True)
+    return compile_lib(directory, os.path.basename(name), **kwargs).read_bytes()
+
+
+@pytest.fixture
+def cupylike(new_venv: VenvFactory, make_wheel: WheelFactory, tmp_path: Path) -> tuple[Venv, Path]:
+    """cupylike requires cuda-pathfinder; strictlike needs the same library and does not."""
+    require_gcc()
+    build = tmp_path / "build"
+    wheels = [
+        make_wheel(
+            "cuda-pathfinder", "1.9.1", {"cuda/pathfinder/__init__.py": b"", CATALOG_PATH: CATALOG}
+        ),
+        make_wheel(
+            "nvidia-cublas-cu12",
+            "12.9.2.10",
+            {
+                "nvidia/cublas/lib/libcublas.so.12": _lib(
+                    build, "libcublas.so.12", soname="libcublas.so.12"
+                )
+            },
+        ),
+        make_wheel(
+            "cupylike",
+            "1.0",
+            {
+                "cupylike/__init__.py": b"",
+                f"cupylike/_blas{EXT}": _lib(build, f"a/_blas{EXT}", needed=["libcublas.so.12"]),
+                f"cupylike/_tensor{EXT}": _lib(
+                    build, f"b/_tensor{EXT}", needed=["libcutensor.so.2"]
+                ),
+            },
+            requires=["cuda-pathfinder>=1"],
+        ),
+        make_wheel(
+            "strictlike",
+            "1.0",
+            {
+                "strictlike/__init__.py": b"",
+                f"strictlike/_blas{EXT}": _lib(build, f"c/_blas{EXT}", needed=["libcublas.so.12"]),
+            },
+        ),
+    ]
+    venv = new_venv("pathfinder")
+    pip_install(venv, *wheels)
+    return venv, venv.site_packages / "nvidia/cublas/lib/libcublas.so.12"
+
+
+def _by_code(doc: Doc) -> dict[str, list[Doc]]:
+    out: dict[str, list[Doc]] = {}
+    for finding in doc["findings"]:
+        out.setdefault(finding["code"], []).append(finding)
+    return out
+
+
+def test_a_library_the_package_loads_itself_is_resolved(
+    cupylike: tuple[Venv, Path], libdoctor: Libdoctor
+) -> None:
+    venv, _ = cupylike
+    found = _by_code(libdoctor.check(venv.path, "--json", "--all").json())
+    (strict,) = found["unresolved-library"]  # strictlike has no loader of its own: strict
+    assert strict["distribution"]["name"] == "strictlike"
+    (optional,) = found["optional-library-missing"]
+    assert optional["evidence"]["library"] == "libcutensor.so.2"
+    assert optional["evidence"]["runtime_loader"]["name"] == "cuda-pathfinder"
+    assert optional["evidence"]["runtime_loader"]["searched"] == [
+        str(venv.site_packages / "cutensor/lib")
+    ]
+    assert set(found) == {"unresolved-library", "optional-library-missing"}
+
+
+def test_a_lost_file_where_the_package_looks_is_still_an_error(
+    cupylike: tuple[Venv, Path], libdoctor: Libdoctor
+) -> None:
+    venv, lib = cupylike
+    lib.unlink()
+    found = _by_code(libdoctor.check(venv.path, "--json").json())
+    (unresolved,) = found["unresolved-library"]  # one finding per library, both requesters
+    assert {os.path.basename(os.path.dirname(p)) for p in unresolved["paths"]} == {
+        "cupylike",
+        "strictlike",
+    }
+    assert unresolved["fix"]["argv"][-1] == "nvidia-cublas-cu12==12.9.2.10"
