@@ -188,6 +188,18 @@ def zoo(module_venv: VenvFactory, module_wheels: WheelFactory) -> Venv:
                 "_ext", needed=["libbar.so.1"], runpath="$ORIGIN/lib"
             ),
             "llpmod/lib/libbar.so.1": fake_lib("libbar.so.1"),
+            "llpmod/again.py": b"from . import _ext\n",
+        },
+        tag=tag,
+    )
+    # An extension module named like one of the stdlib's (lib-dynload/_csv...so): both load.
+    csvlike = module_wheels(
+        "csvlike",
+        "1.0",
+        {
+            "csvlike/__init__.py": b"import _csv, importlib\n"
+            b"own = importlib.import_module('csvlike._csv')\n",
+            f"csvlike/_csv{EXT}": compile_extension("_csv"),
         },
         tag=tag,
     )
@@ -202,7 +214,21 @@ def zoo(module_venv: VenvFactory, module_wheels: WheelFactory) -> Venv:
             "crashmod.py": b"import os\nos.abort()\n",
         },
     )
-    pip_install(venv, extpkg, broken, gonelib, llpmod, hang)
+    # Loads its library by absolute path before the import that needs it (no RPATH): a
+    # runtime loader the emulation does not know, so check calls the library unresolved.
+    preload = module_wheels(
+        "preloadmod",
+        "1.0",
+        {
+            "preloadmod/__init__.py": b"import ctypes, os\n"
+            b"ctypes.CDLL(os.path.join(os.path.dirname(__file__), 'libs', 'libpre.so.1'),"
+            b" ctypes.RTLD_GLOBAL)\nfrom . import _ext\n",
+            f"preloadmod/_ext{EXT}": compile_extension("_ext", needed=["libpre.so.1"]),
+            "preloadmod/libs/libpre.so.1": fake_lib("libpre.so.1"),
+        },
+        tag=tag,
+    )
+    pip_install(venv, extpkg, broken, gonelib, llpmod, hang, csvlike, preload)
     # The state an uninstall of a path-sharing package leaves: metadata, no library.
     (venv.site_packages / "gonelib/lib/libgone.so.1").unlink()
     return venv
@@ -317,6 +343,34 @@ def test_library_from_ld_library_path_is_outside_the_env(zoo: Venv, tmp_path: Pa
     assert found["evidence"]["ld_library_path"] == str(outside)
     # The emulation saw LD_LIBRARY_PATH too: it predicted exactly this.
     assert findings(doc, "static-runtime-mismatch") == []
+
+
+def test_one_finding_for_a_library_every_probed_module_loads(zoo: Venv, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "libbar.so.1").write_bytes(fake_lib("libbar.so.1", pad=8))
+    run = probe("llpmod", "llpmod.again", zoo, "--json", env={"LD_LIBRARY_PATH": str(outside)})
+    doc = run.json()
+    assert [p["module"] for p in doc["probes"]] == ["llpmod", "llpmod.again"]
+    assert len(findings(doc, "loaded-outside-env")) == 1
+
+
+def test_a_module_named_like_a_stdlib_one_is_not_loaded_outside(zoo: Venv) -> None:
+    """The stdlib's lib-dynload/_csv and csvlike/_csv share a file name, not an identity:
+    both are mapped, neither instead of the other."""
+    run = probe("csvlike", zoo, "--json")
+    doc = run.json()
+    paths = [os.path.basename(p) for p in loaded(doc)]
+    assert paths.count(f"_csv{EXT}") == 2, paths
+    assert findings(doc, "loaded-outside-env") == []
+    assert doc["findings"] == [], doc["findings"]
+
+
+def test_a_module_check_calls_unloadable_but_the_process_loads_is_a_mismatch(zoo: Venv) -> None:
+    doc = probe("preloadmod", zoo, "--json").json()
+    (mismatch,) = findings(doc, "static-runtime-mismatch")
+    assert mismatch["evidence"]["library"] == "libpre.so.1"
+    assert [os.path.basename(p) for p in mismatch["paths"]] == [f"_ext{EXT}"]
 
 
 def test_no_framework_and_no_module_is_a_clear_error(zoo: Venv) -> None:

@@ -338,12 +338,15 @@ def _outside(
     loaded: Sequence[LoadedFile], owners: Owners, environ: Mapping[str, str]
 ) -> list[Finding]:
     findings = []
+    mapped = {i.path for i in loaded}
     for item in loaded:
-        if item.inside_env:
+        # Without a DT_SONAME a file is matched only by path (an extension module such as
+        # the stdlib's _csv and pyarrow's _csv share a basename, not an identity).
+        if item.inside_env or item.soname is None:
             continue
         own = [p for p in owners.shipped(item.name) if p != item.path]
-        if not own:
-            continue
+        if not own or any(p in mapped for p in own):
+            continue  # the env's copy is loaded too: duplicate-library's business
         dists = sorted({c.dist.display for p in own for c in owners.claims(p)})
         llp = environ.get("LD_LIBRARY_PATH")
         findings.append(
@@ -498,6 +501,37 @@ def _mismatch(
     )
 
 
+def _loaded_though_unresolved(
+    module: str, loaded: Sequence[LoadedFile], static: StaticFindings
+) -> list[Finding]:
+    """A file the process mapped that the static check says cannot load: the emulation (or
+    a runtime loader it does not model) is wrong about it, and that is worth a report."""
+    mapped = {i.path for i in loaded}
+    findings = []
+    for finding in static():
+        if finding.code != "unresolved-library":
+            continue
+        loaded_anyway = [p for p in finding.paths if p in mapped]
+        if not loaded_anyway:
+            continue
+        library = finding.evidence.get("library", "?")
+        findings.append(
+            Finding(
+                code="static-runtime-mismatch",
+                severity=Severity.WARNING,
+                message=(
+                    f"check says {library} cannot be found for "
+                    f"{', '.join(display(p) for p in loaded_anyway)}, but importing {module} "
+                    "loaded it: a load the files alone do not show (a package's own loader, a "
+                    "preload) or libdoctor's bug; please report it."
+                ),
+                paths=tuple(loaded_anyway),
+                evidence={"library": library, "static_message": finding.message},
+            )
+        )
+    return findings
+
+
 def analyse_probe(
     env: Environment,
     disk: Disk,
@@ -524,6 +558,8 @@ def analyse_probe(
     findings += _duplicates(loaded)
     findings += _outside(loaded, owners, environ)
     findings += _foreign(env, loaded, pinned or {}, static)
+    if child.ok and static is not None:
+        findings += _loaded_though_unresolved(child.module, loaded, static)
     if child.ok and predictor is not None:
         prediction = predictor(child.module, [i.path for i in loaded if _is_module(i.path)])
         loaded = [

@@ -51,7 +51,16 @@ class ProbeRun:
 
     @property
     def findings(self) -> list[Finding]:
-        return [f for p in self.probes for f in p.findings]
+        """Each module's findings, a finding several modules share (a library both load)
+        only once."""
+        seen: set[tuple[str, tuple[str, ...], str]] = set()
+        unique = []
+        for finding in (f for p in self.probes for f in p.findings):
+            key = (finding.code, finding.paths, finding.message)
+            if key not in seen:
+                seen.add(key)
+                unique.append(finding)
+        return unique
 
 
 def run_probe(
