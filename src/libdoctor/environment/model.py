@@ -76,6 +76,20 @@ def is_plain(path: str) -> bool:
     )
 
 
+def _moved_by_pip_target(dist: Distribution, path: str) -> str | None:
+    """Where ``pip install --target DIR`` put a RECORD row that names ``../../X``.
+
+    pip installs into a temporary home scheme (purelib ``<home>/lib/python``) and moves every
+    item of ``<home>`` into DIR; RECORD keeps the rows as written for that scheme, so
+    ``../../bin/tool`` is ``DIR/bin/tool``. Only for a bare directory target (its prefix
+    is the site dir itself); the result must still lie inside DIR.
+    """
+    if dist.site.prefix != dist.site.path or not path.startswith("../../"):
+        return None
+    moved = os.path.normpath(os.path.join(dist.site.path, path[len("../../") :]))
+    return moved if is_inside(moved, dist.site.prefix) else None
+
+
 def build_environment(
     target: Target, distributions: list[Distribution] | None = None
 ) -> Environment:
@@ -97,6 +111,8 @@ def build_environment(
                 path = base + entry.path  # inside base_dir, so inside the prefix
             else:
                 path = resolve_entry(dist, entry)
+                if not is_inside(path, prefix):
+                    path = _moved_by_pip_target(dist, entry.path) or path
                 if not is_inside(path, prefix):
                     escaping.append(EscapingPath(dist, entry, path))
                     continue
