@@ -558,3 +558,29 @@ def test_real_torch_preload_replay(torch_env: Path) -> None:
         "libcusolver.so.12", "libnccl.so.2", "libnvshmem_host.so.3", "libcufile.so.0",
     ]  # fmt: skip
     assert all(len(s.hits) == 1 for s in start.steps if s.outcome == "loaded")
+
+
+def test_two_lost_distributions_are_one_cause_and_one_command_repairs_both(
+    stack: TorchStack, new_venv: VenvFactory, libdoctor: Libdoctor
+) -> None:
+    """The seed's shape: files of two distributions gone, torch's import broken. check's
+    text shows one cause with one command; JSON keeps every finding and names the cause;
+    running that one command leaves a clean check."""
+    venv = new_venv("two-lost")
+    pip_install(venv, *stack.coherent())
+    (venv.site_packages / "nvidia/cudnn/lib/libcudnn.so.9").unlink()
+    # (not libcudart: this machine's ld.so.cache has a system CUDA 13 runtime)
+    (venv.site_packages / "nvidia/cu13/lib/libcusparse.so.12").unlink()
+    text = libdoctor.check(venv.path, env={"NO_COLOR": "1"})
+    assert text.rc == 1, text.describe()
+    assert "import torch fails: 2 distributions lost their files" in text.stdout
+    assert text.stdout.count("fix: ") == 1, text.stdout
+    doc = libdoctor.check(venv.path, "--json").json()
+    (cause,) = [c for c in doc["causes"] if c["title"]]
+    assert len(cause["findings"]) >= 4
+    argv = cause["fix"]["argv"]
+    assert sorted(argv[-2:]) == ["nvidia-cudnn-cu13==9.24.0.43", "nvidia-cusparse==12.6.3.3"]
+    done = subprocess.run(argv, env=pip_env([stack.dest]), capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    after = libdoctor.check(venv.path, "--json")
+    assert after.rc == 0, after.describe()

@@ -77,8 +77,13 @@ def test_json_schema_shape(
     zoo: Zoo, zoo_default: Doc, zoo_all: Doc, zoo_deep: Doc, doc_name: str
 ) -> None:
     doc = {"default": zoo_default, "all": zoo_all, "deep": zoo_deep}[doc_name]
-    assert set(doc) == {"schema_version", "tool", "target", "summary", "findings"}
+    assert set(doc) == {"schema_version", "tool", "target", "summary", "findings", "causes"}
     assert doc["schema_version"] == 1
+    covered = sorted(i for cause in doc["causes"] for i in cause["findings"])
+    assert covered == list(range(len(doc["findings"]))), "each finding in exactly one cause"
+    for cause in doc["causes"]:
+        assert cause["severity"] in SEVERITIES
+        assert (cause["title"] is None) == (len(cause["findings"]) == 1), cause
     assert doc["tool"]["name"] == "libdoctor"
     assert doc["tool"]["version"] == libdoctor.__version__
     target = doc["target"]

@@ -36,22 +36,24 @@ def header(report: Report) -> str:
 
 
 def render_text(report: Report, findings: Sequence[Finding], *, color: bool, verbose: bool) -> str:
-    from libdoctor.report import text as text_report
+    """Findings by root cause (report.causes); with VERBOSE, every finding and path."""
+    from libdoctor.report.causes import causes_lines
+    from libdoctor.report.text import to_string
 
-    return text_report.render(
-        header=header(report),
-        summary=summary(report),
-        findings=findings,
-        color=color,
-        verbose=verbose,
-    )
+    lines = causes_lines(header(report), summary(report), findings, verbose)
+    return to_string(lines, color=color)
 
 
 def render_json(report: Report, findings: Sequence[Finding], target: Mapping[str, Any]) -> str:
     """The common JSON report; with ``--deep``, the hashing figures go under ``tool``."""
     from libdoctor.report import json as json_report
+    from libdoctor.report.causes import causes_json
 
     tool_extra = {"hashing": report.hashing} if report.hashing is not None else None
     return json_report.render(
-        target=target, summary=summary(report), findings=findings, tool_extra=tool_extra
+        target=target,
+        summary=summary(report),
+        findings=findings,
+        tool_extra=tool_extra,
+        extra={"causes": causes_json(findings)},
     )

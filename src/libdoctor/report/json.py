@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from libdoctor import __version__
 from libdoctor.environment.paths import display
-from libdoctor.findings import Finding, Severity, count_by_severity
+from libdoctor.findings import Finding, Fix, Severity, count_by_severity
 
 if TYPE_CHECKING:
     from libdoctor.environment.target import Target
@@ -45,15 +45,19 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
     if finding.evidence:
         out["evidence"] = _clean(finding.evidence)
     if finding.fix is not None:
-        fix: dict[str, Any] = {
-            "command": display(finding.fix.command),
-            "argv": [display(a) for a in finding.fix.argv],
-        }
-        if len(finding.fix.steps) > 1:
-            fix["steps"] = [[display(a) for a in step] for step in finding.fix.steps]
-        if finding.fix.note:
-            fix["note"] = finding.fix.note
-        out["fix"] = fix
+        out["fix"] = fix_dict(finding.fix)
+    return out
+
+
+def fix_dict(fix: Fix) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "command": display(fix.command),
+        "argv": [display(a) for a in fix.argv],
+    }
+    if len(fix.steps) > 1:
+        out["steps"] = [[display(a) for a in step] for step in fix.steps]
+    if fix.note:
+        out["note"] = fix.note
     return out
 
 

@@ -15,9 +15,9 @@ from typing import Any
 from libdoctor.environment.paths import display
 from libdoctor.findings import Finding, Severity, count_by_severity
 
-_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
-_MARK = {Severity.ERROR: "✗", Severity.WARNING: "!", Severity.INFO: "i"}
-_TITLE = {Severity.ERROR: "Errors", Severity.WARNING: "Warnings", Severity.INFO: "Info"}
+STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+MARK = {Severity.ERROR: "✗", Severity.WARNING: "!", Severity.INFO: "i"}
+TITLE = {Severity.ERROR: "Errors", Severity.WARNING: "Warnings", Severity.INFO: "Info"}
 PATHS_SHOWN = 8
 
 
@@ -41,7 +41,7 @@ class Line:
 
 
 def finding_lines(finding: Finding, verbose: bool) -> list[Line]:
-    head = Line.of("  ").plus(f"{_MARK[finding.severity]} {finding.code}", _STYLE[finding.severity])
+    head = Line.of("  ").plus(f"{MARK[finding.severity]} {finding.code}", STYLE[finding.severity])
     if finding.distribution is not None:
         head = head.plus(f"  {finding.distribution.name} {finding.distribution.version}", "bold")
     lines = [head, Line.of("    " + display(finding.message), wrap=True)]
@@ -74,7 +74,7 @@ def summary_line(findings: Sequence[Finding], summary: Mapping[str, Any]) -> Lin
         if i:
             line = line.plus(", ")
         label = f"{n} {word}{'' if n == 1 or word == 'info' else 's'}"
-        line = line.plus(label, _STYLE[severity] if n else "")
+        line = line.plus(label, STYLE[severity] if n else "")
     return line.plus(scope)
 
 
@@ -87,7 +87,7 @@ def report_lines(
         group = [f for f in findings if f.severity is severity]
         if not group:
             continue
-        lines.append(Line.of(f"{_TITLE[severity]} ({len(group)})", _STYLE[severity]))
+        lines.append(Line.of(f"{TITLE[severity]} ({len(group)})", STYLE[severity]))
         for finding in group:
             lines += finding_lines(finding, verbose)
     lines.append(summary_line(findings, summary))

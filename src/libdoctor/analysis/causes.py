@@ -1,0 +1,151 @@
+"""Findings grouped by root cause, each cause with the one command that repairs it.
+
+One event usually shows as several findings: an uninstall that deleted four co-owned
+distributions' files gives four ``missing-files`` and four ``unresolved-library``, and
+eight repair commands where one ``pip install`` line repairs them all. Findings whose fixes
+are the same command are one cause; causes repaired by reinstalls through the same installer
+and interpreter merge into one, with one command naming every distribution. The title says
+what the user will see: the import that fails, else what was lost. Pure: findings in,
+causes out; the findings themselves are unchanged (JSON keeps them as they are).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from libdoctor.findings import Finding, Fix, Severity
+
+__all__ = ["Cause", "combined_fix", "group_causes"]
+
+# A reinstall fix ends with one NAME==VERSION; several merge by joining those.
+_PINNED = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[^\s=]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """One root cause: its findings (most severe first, as given) and the fix for all."""
+
+    findings: tuple[Finding, ...]
+    fix: Fix | None
+    title: str | None  # None for a cause of one finding: the finding says it all
+
+    @property
+    def severity(self) -> Severity:
+        return max(f.severity for f in self.findings)
+
+
+def group_causes(findings: Sequence[Finding]) -> list[Cause]:
+    """FINDINGS (already in display order) as causes, most severe first, order kept."""
+    groups: list[list[Finding]] = []
+    by_fix: dict[str, list[Finding]] = {}
+    for finding in findings:
+        key = finding.fix.command if finding.fix is not None else None
+        if key is None:
+            groups.append([finding])
+        elif key in by_fix:
+            by_fix[key].append(finding)
+        else:
+            by_fix[key] = [finding]
+            groups.append(by_fix[key])
+    causes = [_cause(g) for g in _merge_reinstalls(groups)]
+    return sorted(causes, key=lambda c: -c.severity)
+
+
+def _reinstall_prefix(group: Sequence[Finding]) -> tuple[str, ...] | None:
+    """The argv before NAME==VERSION when the group's fix is one reinstall command."""
+    fix = group[0].fix
+    if fix is None or len(fix.steps) > 1:
+        return None
+    argv = fix.argv
+    if "install" not in argv or not argv or not _PINNED.match(argv[-1]):
+        return None
+    return argv[:-1]
+
+
+def _merge_reinstalls(groups: list[list[Finding]]) -> list[list[Finding]]:
+    """Groups that break the same import and are repaired by reinstalls through one
+    installer and interpreter: one cause (the seed: four lost distributions, one torch)."""
+    merged: list[list[Finding]] = []
+    by_key: dict[tuple[tuple[str, ...], str], list[Finding]] = {}
+    for group in groups:
+        prefix = _reinstall_prefix(group)
+        imports = _failing_imports(group)
+        if prefix is None or not imports:
+            merged.append(group)
+            continue
+        key = (prefix, imports[0])
+        if key in by_key:
+            by_key[key].extend(group)
+        else:
+            by_key[key] = list(group)
+            merged.append(by_key[key])
+    return merged
+
+
+def combined_fix(causes: Sequence[Cause]) -> Fix | None:
+    """One command for the causes repaired by reinstalls through the same installer and
+    interpreter, when there are several such causes (one cause's own fix says it already)."""
+    by_prefix: dict[tuple[str, ...], list[Cause]] = {}
+    for cause in causes:
+        prefix = _reinstall_prefix(cause.findings)
+        if prefix is not None:
+            by_prefix.setdefault(prefix, []).append(cause)
+    several = [group for group in by_prefix.values() if len(group) > 1]
+    if len(several) != 1:
+        return None
+    return _one_fix([f for cause in several[0] for f in cause.findings])
+
+
+def _cause(group: list[Finding]) -> Cause:
+    if len(group) == 1:
+        return Cause((group[0],), group[0].fix, None)
+    return Cause(tuple(group), _one_fix(group), _title(group))
+
+
+def _one_fix(group: Sequence[Finding]) -> Fix | None:
+    """The group's fix; for merged reinstalls, one command naming every distribution."""
+    fixes = list(dict.fromkeys(f.fix for f in group if f.fix is not None))
+    if len(fixes) == 1:
+        return fixes[0]
+    prefix = _reinstall_prefix(group)
+    if prefix is None:
+        return None
+    pins = list(dict.fromkeys(f.argv[-1] for f in fixes))
+    argv = (*prefix, *pins)
+    return Fix(argv, note="one command reinstalls them all", steps=(argv,))
+
+
+def _title(group: Sequence[Finding]) -> str:
+    """What fails, then what was lost: "import torch fails: 4 distributions lost files"."""
+    parts = []
+    imports = _failing_imports(group)
+    if imports:
+        verb = "fails" if len(imports) == 1 else "fail"
+        parts.append(f"import {' and import '.join(imports[:2])} {verb}")
+    lost = [f for f in group if f.code == "missing-files" and f.distribution is not None]
+    if lost:
+        lost_what = "distribution lost its" if len(lost) == 1 else "distributions lost their"
+        parts.append(f"{len(lost)} {lost_what} files")
+    if not parts:
+        codes = list(dict.fromkeys(f.code for f in group))
+        parts.append(f"{len(group)} findings ({', '.join(codes)}) with one repair")
+    return ": ".join(parts)
+
+
+def _failing_imports(group: Sequence[Finding]) -> list[str]:
+    """Top-level packages whose import fails, the one that fails first first.
+
+    A package named like the distribution whose module fails is the one users import (and
+    that others import first: ``import functorch`` imports torch), so it leads.
+    """
+    tops: dict[str, bool] = {}
+    for finding in group:
+        if finding.code != "unresolved-library":
+            continue
+        owner = finding.distribution.name.lower().replace("-", "_") if finding.distribution else ""
+        for module in finding.evidence.get("modules", ()):
+            top = str(module).split(".")[0]
+            tops[top] = tops.get(top, False) or top == owner
+    return sorted(tops, key=lambda t: (not tops[t], t))
