@@ -1,0 +1,58 @@
+"""Opt-in tier (``pytest -m realenv``): healthy non-torch CUDA stacks are clean.
+
+Each env is a real install, made once with uv and one shared cache (see the README), and
+only read here. Set the variables to where they are; an env that is not there is skipped:
+
+- LIBDOCTOR_JAX_ENV (default /work/envs/jax-cuda12): ``uv pip install 'jax[cuda12]'``
+- LIBDOCTOR_CUPY_ENV (default /work/envs/cupy-ctk): ``uv pip install 'cupy-cuda12x[ctk]'``
+- LIBDOCTOR_TF_ENV (default /work/envs/tf-cuda): ``uv pip install 'tensorflow[and-cuda]'``
+- LIBDOCTOR_ORT_ENV (default /work/envs/ort-gpu): ``uv pip install 'onnxruntime-gpu[cuda,cudnn]'``
+- LIBDOCTOR_SCI_ENV (default /work/envs/sci): numpy scipy pandas scikit-learn matplotlib pyarrow
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from support.venvs import Libdoctor, run_libdoctor
+
+pytestmark = pytest.mark.realenv
+
+STACKS = {
+    "jax": ("LIBDOCTOR_JAX_ENV", "/work/envs/jax-cuda12", ["jax"]),
+    "cupy": ("LIBDOCTOR_CUPY_ENV", "/work/envs/cupy-ctk", ["cupy", "cupyx.scipy.linalg"]),
+    "tensorflow": ("LIBDOCTOR_TF_ENV", "/work/envs/tf-cuda", ["tensorflow"]),
+    "onnxruntime": ("LIBDOCTOR_ORT_ENV", "/work/envs/ort-gpu", ["onnxruntime"]),
+    "sci": ("LIBDOCTOR_SCI_ENV", "/work/envs/sci", ["pandas", "sklearn.model_selection"]),
+}
+
+
+def _env(name: str) -> Path:
+    variable, default, _ = STACKS[name]
+    path = Path(os.environ.get(variable, default))
+    if not (path / "pyvenv.cfg").is_file():
+        pytest.skip(f"no {name} environment at {path} (set {variable})")
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(STACKS))
+def test_healthy_stack_has_no_errors_or_warnings(name: str, libdoctor: Libdoctor) -> None:
+    env = _env(name)
+    for args in (("--json", "--all"), ("--json", "--all", "--deep")):
+        run = libdoctor.check(env, *args)
+        assert run.rc == 0, run.describe()
+        doc = run.json()
+        bad = [f for f in doc["findings"] if f["severity"] in ("error", "warning")]
+        assert bad == [], bad
+
+
+@pytest.mark.parametrize("name", sorted(STACKS))
+def test_healthy_stack_probe_has_no_false_findings(name: str, tmp_path: Path) -> None:
+    env = _env(name)
+    modules = STACKS[name][2]
+    run = run_libdoctor("probe", *modules, env, "--json", cache_home=tmp_path, timeout=600)
+    doc = run.json()
+    assert doc["findings"] == [], doc["findings"]
