@@ -538,3 +538,24 @@ def test_plan_install_of_an_sdist_cannot_tell(clean_venv: Venv, cli: Cli, tmp_pa
     assert (plan["verdict"], plan["unknown"]) == ("unknown", ["srcpkg 1.0"])
     text = cli("plan", "install", "srcpkg", clean_venv.path, "--no-index", "-f", links)
     assert text.rc == 1 and "Verdict: cannot tell" in text.stdout, text.describe()
+
+
+def test_a_finding_deleted_with_its_files_is_not_resolved(
+    new_venv: VenvFactory, make_wheel: WheelFactory, cli: Cli
+) -> None:
+    """Uninstalling the only library that needed the driver makes driver-library-absent go
+    away: that is no repair, and the plan does not list it as resolved."""
+    from support.stackfake import fake_lib
+
+    venv = new_venv("driver-user")
+    plugin = make_wheel(
+        "gpuplugin",
+        "1.0",
+        {"gpuplugin/libplug.so": fake_lib("libplug.so", needed=("libcuda.so.1",))},
+    )
+    pip_install(venv, plugin)
+    before = cli("check", venv.path, "--json", "--all").json()
+    assert "driver-library-absent" in {f["code"] for f in before["findings"]}
+    doc = cli("plan", "uninstall", "gpuplugin", venv.path, "--json").json()
+    assert doc["plan"]["resolved_findings"] == []
+    assert doc["plan"]["verdict"] == "safe"

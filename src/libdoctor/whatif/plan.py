@@ -306,7 +306,7 @@ def plan_uninstall(
         removals=tuple(removals),
         co_owned=tuple(co_owned),
         new=diff.new,
-        resolved=diff.resolved,
+        resolved=_not_deleted_with(diff.resolved, removals),
         repair=tuple(repair),
         after_repair=after_repair,
         notes=tuple(notes),
@@ -314,6 +314,15 @@ def plan_uninstall(
         files=len(env.claims),
         before=tuple(before),
     )
+
+
+def _not_deleted_with(
+    resolved: Sequence[Finding], removals: Sequence[Removal]
+) -> tuple[Finding, ...]:
+    """A finding about files the uninstall deletes is gone with them, not resolved: a
+    library that needed the driver, removed, is no repair."""
+    deleted = frozenset().union(*(r.paths for r in removals)) if removals else frozenset()
+    return tuple(f for f in resolved if not f.paths or not all(p in deleted for p in f.paths))
 
 
 def _uninstall_notes(env: Environment, removals: Sequence[Removal]) -> list[str]:
