@@ -490,3 +490,21 @@ def test_real_probe_torch_without_cudnn() -> None:
         assert failed["fix"]["argv"][-1] == "nvidia-cudnn-cu13==9.24.0.43"
     finally:
         shutil.rmtree(copy, ignore_errors=True)
+
+
+DEBIAN_PYTHON = "/usr/bin/python3"
+DEBIAN_YAML = "/usr/lib/python3/dist-packages/yaml/_yaml.cpython-311-x86_64-linux-gnu.so"
+
+
+@pytest.mark.skipif(
+    not os.path.exists(DEBIAN_YAML), reason="needs Debian's python3 with python3-yaml (apt)"
+)
+def test_debian_system_python_probe_has_no_errors_or_warnings() -> None:
+    """Debian's interpreter is a non-PIE executable (mapped as the main program, not a
+    misprediction); its packages' extensions are stripped by the distro (their RECORD
+    sizes differ on purpose: information, not foreign bytes)."""
+    run = probe("yaml", "--python", DEBIAN_PYTHON, "--json")
+    doc = run.json()
+    loud = [f for f in doc["findings"] if f["severity"] in ("error", "warning")]
+    assert loud == [], loud
+    assert {f["code"] for f in doc["findings"]} <= {"loaded-foreign-bytes"}

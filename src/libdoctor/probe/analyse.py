@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.checks.verdict import judge
+from libdoctor.checks.wording import EXTERNAL_NOTE
 from libdoctor.disk.stat import Disk
 from libdoctor.elf.dynamic import ElfFormatError, read_elf
 from libdoctor.environment.distributions import Distribution
@@ -28,6 +29,7 @@ from libdoctor.environment.installers import reinstall_argv, steps_fix
 from libdoctor.environment.model import Claim, Environment, is_inside
 from libdoctor.environment.paths import display
 from libdoctor.findings import DistRef, Finding, Fix, Severity
+from libdoctor.loader.verify import ET_DYN, ET_EXEC
 from libdoctor.probe.child import (
     ChildReport,
     MappedFile,
@@ -43,8 +45,6 @@ __all__ = [
     "analyse_probe",
     "default_modules",
 ]
-
-ET_DYN = 3
 
 
 # --------------------------------------------------------------------------- the analysis
@@ -138,12 +138,13 @@ class Owners:
 
 
 def _soname(path: str) -> tuple[bool, str | None]:
-    """(is an ELF shared object or PIE, its DT_SONAME)."""
+    """(is an ELF object a process maps: a shared object, a PIE, or a non-PIE main program
+    such as Debian's python3.11, its DT_SONAME)."""
     try:
         info = read_elf(path)
     except (ElfFormatError, OSError):
         return False, None
-    return info.elf_type == ET_DYN, info.soname
+    return info.elf_type in (ET_DYN, ET_EXEC), info.soname
 
 
 def _env_roots(env: Environment) -> list[str]:
@@ -414,11 +415,13 @@ def _foreign(
                 f"its bytes match no RECORD (by {item.decided_by}) of "
                 f"{', '.join(d.display for d in item.owners)}"
             )
+        distro = all(d.external for d in item.owners)  # a distro patches and strips on purpose
         findings.append(
             Finding(
                 code="loaded-foreign-bytes",
-                severity=Severity.ERROR,
-                message=f"The process loaded {display(item.path)}, but {detail}.",
+                severity=Severity.INFO if distro else Severity.ERROR,
+                message=f"The process loaded {display(item.path)}, but {detail}."
+                + (EXTERNAL_NOTE if distro else ""),
                 distribution=_ref(target),
                 paths=(item.path,),
                 evidence={
