@@ -30,9 +30,24 @@ from libdoctor.findings import Finding, Severity
 from libdoctor.loader.extensions import LoaderContext, analyse
 from libdoctor.loader.system import probe_loader_system
 from libdoctor.stack.cuda import cuda_major_of
-from libdoctor.stack.frameworks import detect_frameworks, parse_cupy_name, parse_torch_version_py
+from libdoctor.stack.frameworks import (
+    FRAMEWORKS,
+    detect_frameworks,
+    parse_cupy_name,
+    parse_onnxruntime_info,
+    parse_tf_build_info,
+    parse_torch_version_py,
+)
 from support.dists import fake_dist
-from support.stackfake import TorchStack, fake_lib, torch_version_py
+from support.stackfake import (
+    TORCH_INITS,
+    Torch29Stack,
+    TorchStack,
+    fake_lib,
+    framework_wheel,
+    tf_build_info,
+    torch_version_py,
+)
 from support.venvs import Libdoctor, Venv, VenvFactory, pip_env, pip_install
 from support.wheels import WheelFactory
 
@@ -88,6 +103,57 @@ def test_parse_torch_version_py(
 )
 def test_parse_cupy_name(key: str, cuda: str | None) -> None:
     assert parse_cupy_name(key) == cuda
+
+
+@pytest.mark.parametrize(
+    ("text", "cuda", "cudnn", "problem"),
+    [
+        (tf_build_info("12.5.1"), "12.5.1", "9", None),
+        (tf_build_info(None), None, None, None),
+        (b"build_info = {'cuda_version': '11.8', 'is_cuda_build': True}\n", "11.8", None, None),
+        (b"build_info = collections.OrderedDict(make())\n", None, None, "not made of constants"),
+        (b"build_info = [1, 2]\n", None, None, "not a mapping"),
+        (b"info = {}\n", None, None, "assigns no build_info"),
+        (b"build_info = (\n", None, None, "does not parse"),
+    ],
+)
+def test_parse_tf_build_info(
+    text: bytes, cuda: str | None, cudnn: str | None, problem: str | None
+) -> None:
+    info, found = parse_tf_build_info(text)
+    assert (info.get("cuda_version"), info.get("cudnn_version")) == (cuda, cudnn)
+    assert (found is None) == (problem is None)
+    if problem:
+        assert found is not None and problem in found
+
+
+@pytest.mark.parametrize(
+    ("text", "cuda", "problem"),
+    [
+        (b"package_name = 'onnxruntime-gpu'\n__version__ = '1.31.1'\ncuda_version = '13.0'\n",
+         "13.0", None),
+        (b"package_name = 'onnxruntime'\n__version__ = '1.31.1'\ncuda_version = ''\n", None, None),
+        (b"package_name = 'onnxruntime'\n", None, None),
+        (b"cuda_version = (\n", None, "does not parse"),
+    ],
+)  # fmt: skip
+def test_parse_onnxruntime_info(text: bytes, cuda: str | None, problem: str | None) -> None:
+    found, why = parse_onnxruntime_info(text)
+    assert found == cuda
+    assert (why is None) == (problem is None)
+    if problem:
+        assert why is not None and problem in why
+
+
+def test_probe_facts_name_only_their_module() -> None:
+    """The probe child evaluates each fact with only the imported module bound to its name."""
+    import ast
+
+    for spec in FRAMEWORKS:
+        for name, expression in spec.facts:
+            tree = ast.parse(expression, mode="eval")
+            names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+            assert names <= {spec.module, "len"}, (spec.name, name, names)
 
 
 @pytest.mark.parametrize(
@@ -166,16 +232,24 @@ def test_frameworks_registry_reads_each_kind(tmp_path: Path) -> None:
     site = tmp_path / "site"
     (site / "torch").mkdir(parents=True)
     (site / "torch" / "version.py").write_bytes(torch_version_py("2.14.1+cu130", "13.0"))
+    (site / "tensorflow/python/platform").mkdir(parents=True)
+    (site / "tensorflow/python/platform/build_info.py").write_bytes(tf_build_info("12.5.1"))
+    (site / "onnxruntime/capi").mkdir(parents=True)
+    (site / "onnxruntime/capi/build_and_package_info.py").write_bytes(b"cuda_version = '13.0'\n")
     torch = fake_dist("torch", "2.14.1", ["torch/version.py"], site=str(site))
+    tf = fake_dist("tensorflow", "2.21.0", site=str(site))
     jax = fake_dist("jax-cuda12-plugin", "0.4.35", site=str(site))
     pjrt = fake_dist("jax-cuda13-pjrt", "0.7.0", site=str(site))
+    ort = fake_dist("onnxruntime-gpu", "1.31.1", site=str(site))
     cupy = fake_dist("cupy-cuda12x", "13.3.0", site=str(site))
     other = fake_dist("numpy", "2.0", site=str(site))
-    builds = detect_frameworks(env_of(torch, jax, pjrt, cupy, other))
+    builds = detect_frameworks(env_of(torch, tf, jax, pjrt, ort, cupy, other))
     assert [(b.framework, b.module, b.cuda_major, b.version) for b in builds] == [
         ("torch", "torch", 13, "2.14.1+cu130"),
+        ("tensorflow", "tensorflow", 12, "2.21.0"),
         ("jax", "jax", 12, "0.4.35"),
         ("jax", "jax", 13, "0.7.0"),
+        ("onnxruntime", "onnxruntime", 13, "1.31.1"),
         ("cupy", "cupy", 12, "13.3.0"),
     ]
 
@@ -183,6 +257,12 @@ def test_frameworks_registry_reads_each_kind(tmp_path: Path) -> None:
 def test_unreadable_version_py_is_a_problem_not_a_crash(tmp_path: Path) -> None:
     torch = fake_dist("torch", "2.14.1", ["torch/version.py"], site=str(tmp_path))
     (build,) = detect_frameworks(env_of(torch))
+    assert build.cuda is None and build.problem and "cannot be read" in build.problem
+
+
+@pytest.mark.parametrize("name", ["tensorflow", "onnxruntime-gpu"])
+def test_unreadable_build_files_are_a_problem_not_a_crash(name: str, tmp_path: Path) -> None:
+    (build,) = detect_frameworks(env_of(fake_dist(name, "1.0", site=str(tmp_path))))
     assert build.cuda is None and build.problem and "cannot be read" in build.problem
 
 
@@ -513,6 +593,156 @@ def test_frameworks_of_two_majors(
     assert "different CUDA majors" in finding.message
     assert finding.fix is None
     assert {f["name"] for f in finding.evidence["frameworks"]} == {"torch", "cupy-cuda12x"}
+
+
+# --------------------------------------------------------------------------- torch versions
+
+
+@pytest.mark.parametrize(
+    ("shape", "version", "cuda", "model_id"),
+    [
+        ("2.4", "2.4.1+cu121", "12.1", "torch-2.4"),
+        ("2.6", "2.6.0+cu124", "12.4", "torch-2.6"),
+        ("2.7", "2.8.0+cu128", "12.8", "torch-2.8"),
+        ("2.9", "2.9.1+cu128", "12.8", "torch-2.9"),
+        ("2.10", "2.13.0+cu130", "13.0", "torch-2.11"),
+        ("2.14", "2.14.1+cu130", "13.0", "torch-2.14"),
+    ],
+)
+def test_each_preload_shape_installed_by_pip(
+    shape: str,
+    version: str,
+    cuda: str,
+    model_id: str,
+    new_venv: VenvFactory,
+    make_wheel: WheelFactory,
+) -> None:
+    venv = new_venv(f"torch-{shape}")
+    torch = TorchStack(make_wheel).torch(
+        version=version, dist_version=version.split("+")[0], cuda=cuda, init=TORCH_INITS[shape],
+        requires=(),
+    )  # fmt: skip
+    pip_install(venv, torch)
+    env = build_environment(from_directory(venv.path, "test"))
+    stack = analyse_stack(env, RealDisk())
+    (choice,) = stack.choices.values()
+    assert choice.model is not None and choice.model.id == model_id
+    assert choice.lists_from == "torch/__init__.py" and choice.list_differences == ()
+    assert "model-unknown" not in codes(stack_findings(venv))
+
+
+@pytest.fixture(scope="module")
+def torch29(module_wheels: WheelFactory) -> Torch29Stack:
+    return Torch29Stack(module_wheels)
+
+
+def test_torch_2_9_on_cuda_12_is_modelled(torch29: Torch29Stack, new_venv: VenvFactory) -> None:
+    """torch 2.9.1+cu128 with its CUDA 12 wheels: no model-unknown, and the replay preloads
+    what 2.9 preloads once libcudart is mapped (nvrtc, its builtins, nvJitLink)."""
+    venv = new_venv("torch-2.9")
+    pip_install(venv, *torch29.coherent())
+    assert stack_findings(venv) == []
+    env = build_environment(from_directory(venv.path, "test"))
+    disk = RealDisk()
+    analysis = analyse(env, disk, LoaderContext(probe_loader_system(), None, "/"))
+    stack = analyse_stack(env, disk, analysis)
+    (start,) = stack.starts.values()
+    assert start.model.id == "torch-2.9" and start.ran and start.error is None
+    assert "nvidia/cuda_runtime/lib/libcudart.so.12 is mapped" in start.why
+    site = str(venv.site_packages)
+    assert start.preloaded == (
+        f"{site}/nvidia/cuda_nvrtc/lib/libnvrtc.so.12",
+        f"{site}/nvidia/cuda_nvrtc/lib/libnvrtc-builtins.so.12.8",
+        f"{site}/nvidia/nvjitlink/lib/libnvJitLink.so.12",
+    )
+
+
+def test_torch_2_9_with_a_cuda_13_cudnn_over_its_own(
+    torch29: Torch29Stack, new_venv: VenvFactory
+) -> None:
+    """The seed the other way round: nvidia-cudnn-cu13 installed over torch 2.9's CUDA 12
+    cuDNN. A leftover of a major no framework uses, and torch will load its bytes."""
+    venv = new_venv("torch-2.9-cudnn13")
+    pip_install(venv, *torch29.coherent())
+    pip_install(venv, torch29.cuda13.cudnn13())
+    findings = stack_findings(venv)
+    assert codes(findings) == ["cuda-mixed-major", "foreign-bytes"]
+    mixed = only(findings, "cuda-mixed-major")
+    assert [p["name"] for p in mixed.evidence["packages"]] == ["nvidia-cudnn-cu13"]
+    foreign = only(findings, "foreign-bytes")
+    assert foreign.evidence["bytes_of"]["name"] == "nvidia-cudnn-cu13"
+    assert foreign.evidence["pinned"]["name"] == "nvidia-cudnn-cu12"
+    assert foreign.evidence["how"].startswith("rpath of")
+
+
+# --------------------------------------------------------------------------- other frameworks
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "cuda", "needed", "framework", "major"),
+    [
+        ("tensorflow", "2.21.0", "12.5.1", (), "tensorflow", 12),
+        ("tensorflow-cpu", "2.21.0", None, (), "tensorflow", None),
+        ("tf-nightly", "2.23.0.dev20261026", "12.5.1", (), "tensorflow", 12),
+        ("onnxruntime-gpu", "1.31.1", "13.0", (), "onnxruntime", 13),
+        ("onnxruntime-gpu", "1.20.1", None, ("libcublasLt.so.12", "libcudart.so.12"),
+         "onnxruntime", 12),
+        ("onnxruntime-gpu", "1.17.1", None, ("libcublasLt.so.11", "libcudart.so.11.0"),
+         "onnxruntime", 11),
+        ("jax-cuda13-plugin", "0.10.2", None, (), "jax", 13),
+        ("cupy-cuda11x", "13.6.0", None, (), "cupy", 11),
+    ],
+)  # fmt: skip
+def test_framework_builds_from_wheels_installed_by_pip(
+    name: str,
+    version: str,
+    cuda: str | None,
+    needed: tuple[str, ...],
+    framework: str,
+    major: int | None,
+    new_venv: VenvFactory,
+    make_wheel: WheelFactory,
+) -> None:
+    venv = new_venv("framework")
+    pip_install(venv, framework_wheel(make_wheel, name, version, cuda, needed=needed))
+    (build,) = detect_frameworks(build_environment(from_directory(venv.path, "test")))
+    assert (build.framework, build.dist.name, build.version) == (framework, name, version)
+    assert build.cuda_major == major and build.problem is None
+    if needed:
+        assert build.source == "DT_NEEDED of onnxruntime/capi/libonnxruntime_providers_cuda.so"
+
+
+def test_a_cuda_12_framework_keeps_its_nvidia_wheels(
+    stack: TorchStack, new_venv: VenvFactory, make_wheel: WheelFactory
+) -> None:
+    """TensorFlow built for CUDA 12 beside a CUDA 13 torch: the CUDA 12 cuSPARSE it uses is
+    no leftover (before TensorFlow was known, the fix uninstalled it); the two majors are."""
+    venv = new_venv("tf-and-torch")
+    tf = framework_wheel(make_wheel, "tensorflow", "2.21.0", "12.5.1")
+    pip_install(venv, *stack.coherent(), tf, stack.cusparse12())
+    findings = stack_findings(venv)
+    mixed = only(findings, "cuda-mixed-major")
+    assert "different CUDA majors" in mixed.message and "packages" not in mixed.evidence
+    frameworks = {(f["name"], f["cuda"]) for f in mixed.evidence["frameworks"]}
+    assert frameworks == {("torch", "13.0"), ("tensorflow", "12.5.1")}
+    assert mixed.fix is None
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "cuda"),
+    [("onnxruntime-gpu", "1.31.1", "13.0"), ("tensorflow-cpu", "2.21.0", None)],
+)
+def test_frameworks_of_the_same_major_or_none(
+    name: str,
+    version: str,
+    cuda: str | None,
+    new_venv: VenvFactory,
+    stack: TorchStack,
+    make_wheel: WheelFactory,
+) -> None:
+    venv = new_venv("same-major")
+    pip_install(venv, *stack.coherent(), framework_wheel(make_wheel, name, version, cuda))
+    assert stack_findings(venv) == []
 
 
 def test_check_stack_without_loader_context_skips_foreign_bytes(overwritten: Venv) -> None:

@@ -1,7 +1,8 @@
-"""torch's preload model: checked against the text, replayed in the loader emulation.
+"""torch's preload models: checked against the text, replayed in the loader emulation.
 
-The text checks run on ``TORCH_INIT`` (torch 2.14's flow, as the fake torch ships it) and on
-mutations of it; the replay runs on gcc-built libraries laid out like a site-packages dir.
+The text checks run on ``TORCH_INIT`` (torch 2.14's flow, as the fake torch ships it), on
+mutations of it and on ``TORCH_INITS`` (one text per shape the preload has had since 2.4);
+the replay runs on gcc-built libraries laid out like a site-packages dir.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ from libdoctor.loader.search import Loader
 from libdoctor.loader.system import LoaderSystem, probe_loader_system
 from libdoctor.stack.frameworks import FrameworkBuild, Reader
 from libdoctor.stack.preload import (
+    MODELS,
+    TORCH_2_4,
+    TORCH_2_6,
+    TORCH_2_7,
+    TORCH_2_9,
+    TORCH_2_11,
     TORCH_2_14,
     PreloadModel,
     TorchStart,
@@ -32,7 +39,7 @@ from libdoctor.stack.preload import (
 )
 from support.cc import compile_lib, require_gcc
 from support.dists import fake_dist
-from support.stackfake import TORCH_INIT
+from support.stackfake import TORCH_INIT, TORCH_INITS
 
 # --------------------------------------------------------------------------- the text
 
@@ -88,8 +95,10 @@ def _reader(text: str) -> Reader:
     [
         ("2.14.1+cu130", TORCH_INIT, "torch-2.14", None),
         ("2.14.0+cu128", TORCH_INIT, "torch-2.14", None),
-        ("2.15.0+cu130", TORCH_INIT, None, "matches model torch-2.14, known for other versions"),
-        ("2.9.1+cu128", "import ctypes\n", None, "no preload model for torch 2.9.1+cu128"),
+        ("2.16.0+cu132", TORCH_INIT, None, "matches model torch-2.14, known for other versions"),
+        ("2.3.1+cu121", TORCH_INITS["2.4"], None, "matches model torch-2.4, known for other"),
+        ("2.9.1+cu128", "import ctypes\n", None, "does not match model torch-2.9"),
+        ("2.9.1+cu128", TORCH_INIT, None, "does not match model torch-2.9"),
         ("2.14.1+cu130", "import ctypes\n", None, "does not match model torch-2.14"),
         ("banana", TORCH_INIT, None, "not a valid version"),
     ],
@@ -104,6 +113,85 @@ def test_choose_model(version: str, text: str, model: str | None, reason: str | 
 def test_unreadable_init_is_a_reason() -> None:
     choice = choose_model(_build(Path("/s"), "2.14.1"), lambda path: None)
     assert choice.model is None and choice.reason == "torch/__init__.py cannot be read"
+
+
+# The fixture of each shape, the release its lists are from, and that release's model.
+SHAPES = [
+    ("2.4", "2.4.1+cu121", "torch-2.4"),
+    ("2.6", "2.6.0+cu124", "torch-2.6"),
+    ("2.7", "2.8.0+cu128", "torch-2.8"),
+    ("2.9", "2.9.1+cu128", "torch-2.9"),
+    ("2.10", "2.13.0+cu130", "torch-2.11"),
+    ("2.14", "2.14.1+cu130", "torch-2.14"),
+]
+
+
+@pytest.mark.parametrize(("shape", "version", "model_id"), SHAPES)
+def test_each_shape_is_read_and_chosen(shape: str, version: str, model_id: str) -> None:
+    choice = choose_model(_build(Path("/s"), version), _reader(TORCH_INITS[shape]))
+    (table,) = [m for m in MODELS if m.id == model_id]
+    assert choice.model == table  # the text's lists are those the release shipped
+    assert choice.lists_from == "torch/__init__.py" and choice.list_differences == ()
+    found = extract_preload(TORCH_INITS[shape])
+    assert [m.id for m in MODELS if not verify_model(m, found)] == [model_id]
+
+
+NVRTC = ("cuda_nvrtc", "libnvrtc.so.*[0-9]")
+NVJITLINK = ("nvjitlink", "libnvJitLink.so.*[0-9]")
+NVTX = (("nvtx", "libnvToolsExt.so.*[0-9]"),)
+DIRS_CU = ("nvidia/{folder}/lib", "nvidia/cu{cuda_major}/lib", "{folder}/lib")
+
+
+@pytest.mark.parametrize(
+    ("shape", "dirs", "needle", "mapped", "optional", "from_major", "first", "last"),
+    [
+        ("2.4", ("nvidia/{folder}/lib",), None, None, (), (), "cublas", "nvtx"),
+        ("2.6", ("nvidia/{folder}/lib", "{folder}/lib"), "nvidia/cuda_runtime/lib/libcudart.so",
+         (NVRTC, NVJITLINK), (), (), "cublas", "nvtx"),
+        ("2.7", ("nvidia/{folder}/lib", "{folder}/lib"), "nvidia/cuda_runtime/lib/libcudart.so",
+         (NVRTC, NVJITLINK), (), ((12, "cufile", "libcufile.so.*[0-9]"),), "cublas", "nccl"),
+        ("2.9", DIRS_CU, "libcudart.so",
+         (NVRTC, ("cuda_nvrtc", "libnvrtc-builtins.so.*[0-9]"), NVJITLINK), NVTX, (),
+         "cublas", "cufile"),
+        ("2.10", DIRS_CU, "libcudart.so", None, NVTX, (), "cublas", "cufile"),
+    ],
+)  # fmt: skip
+def test_what_each_shape_says(
+    shape: str,
+    dirs: tuple[str, ...],
+    needle: str | None,
+    mapped: tuple[tuple[str, str], ...] | None,
+    optional: tuple[tuple[str, str], ...],
+    from_major: tuple[tuple[int, str, str], ...],
+    first: str,
+    last: str,
+) -> None:
+    found = extract_preload(TORCH_INITS[shape])
+    assert found.problem is None and found.libs is not None
+    assert (found.dirs, found.trigger_needle, found.mapped_libs) == (dirs, needle, mapped)
+    assert (found.optional_libs, found.libs_from_major) == (optional, from_major)
+    assert (found.libs[0][0], found.libs[-1][0]) == (first, last)
+
+
+def test_the_text_s_list_is_replayed_not_the_table_s() -> None:
+    """A 2.15 whose text still lists cuRAND (2.15.0 dropped it): the text is what runs."""
+    choice = choose_model(_build(Path("/s"), "2.15.0+cu132"), _reader(TORCH_INIT))
+    assert choice.model is not None and choice.model.id == "torch-2.15"
+    assert ("curand", "libcurand.so.*[0-9]") in choice.model.libs
+    assert choice.list_differences == ("the cuda_libs list differs",)
+
+
+def test_a_list_the_text_does_not_spell_out_comes_from_the_model() -> None:
+    text = TORCH_INIT.replace("cuda_libs: list = [", "cuda_libs: list = _known() or [", 1)
+    choice = choose_model(_build(Path("/s"), "2.14.1+cu130"), _reader(text))
+    assert choice.model == TORCH_2_14 and choice.lists_from == "model"
+    assert "no cuda_libs list of (folder, glob) pairs" in choice.list_differences
+
+
+def test_cufile_only_for_cuda_12_and_later() -> None:
+    cufile = ("cufile", "libcufile.so.*[0-9]")
+    assert cufile not in TORCH_2_7.cuda_libs(11) and cufile not in TORCH_2_7.cuda_libs(None)
+    assert TORCH_2_7.cuda_libs(12)[-1] == cufile == TORCH_2_7.cuda_libs(13)[-1]
 
 
 # --------------------------------------------------------------------------- glob
@@ -294,6 +382,106 @@ def test_dlopen_into_keeps_objects_for_later_requests(tmp_path: Path, system: Lo
     assert (res.via, res.path) == ("loaded", str(a))
     failed_process, failed = dlopen_into(loader, process, str(b))
     assert not failed.ok and failed_process is process
+
+
+def start(
+    site: Path,
+    system: LoaderSystem,
+    model: PreloadModel,
+    sys_path: Iterable[Path] = (),
+    cuda: str = "12.8",
+) -> TorchStart:
+    loader = Loader(SearchConfig(system, cwd=str(site)))
+    process = loader.start_interpreter(sys.executable)
+    build = _build(site, "2.9.1+cu128", cuda)
+    paths = [str(p) for p in sys_path] or [str(site)]
+    return start_torch(loader, process, model, build, paths, RealDisk())
+
+
+def loaded(start: TorchStart) -> dict[str, tuple[str, ...]]:
+    return {s.pattern: s.hits for s in start.steps if s.outcome == "loaded"}
+
+
+CUDART12_RPATH = "$ORIGIN/../../nvidia/cuda_runtime/lib"
+
+
+def test_before_2_6_only_an_error_preloads(tmp_path: Path, system: LoaderSystem) -> None:
+    require_gcc()
+    lib(
+        tmp_path / "torch/lib/libtorch_global_deps.so",
+        needed=["libcudart.so.12"],
+        rpath=CUDART12_RPATH,
+    )
+    lib(tmp_path / "nvidia/cuda_runtime/lib/libcudart.so.12")
+    lib(tmp_path / "nvidia/cublas/lib/libcublas.so.12")
+    done = start(tmp_path, system, TORCH_2_4)
+    assert not done.ran and done.steps == () and done.error is None
+    assert "only when libtorch_global_deps fails" in done.why
+    assert start(tmp_path, system, TORCH_2_9).ran  # 2.9 preloads once libcudart is mapped
+
+
+def test_search_directories_by_version(tmp_path: Path, system: LoaderSystem) -> None:
+    """Up to 2.6 an entry without nvidia/ is skipped, and 2.6 looks in p/<folder>/lib only
+    when p/nvidia/<folder>/lib has no hit; 2.7 on join the hits of both."""
+    require_gcc()
+    site, other = tmp_path / "site", tmp_path / "other"
+    lib(
+        site / "torch/lib/libtorch_global_deps.so", needed=["libcudart.so.12"], rpath=CUDART12_RPATH
+    )
+    lib(site / "nvidia/cuda_runtime/lib/libcudart.so.12")
+    lib(site / "nvidia/cusparse/lib/libcusparse.so.12")
+    lib(site / "cusparse/lib/libcusparse.so.12")
+    lib(other / "cusparse/lib/libcusparse.so.12")
+    cusparse = (("cusparse", "libcusparse.so.*[0-9]"),)
+    v26 = dataclasses.replace(TORCH_2_6, mapped_libs=cusparse)
+    v27 = dataclasses.replace(TORCH_2_7, mapped_libs=cusparse)
+    pattern = "libcusparse.so.*[0-9]"
+    only_site = loaded(start(site, system, v26, [other, site]))[pattern]
+    assert only_site == (str(site / "nvidia/cusparse/lib/libcusparse.so.12"),)
+    assert loaded(start(site, system, v27, [site]))[pattern] == (
+        str(site / "nvidia/cusparse/lib/libcusparse.so.12"),
+        str(site / "cusparse/lib/libcusparse.so.12"),
+    )
+    assert loaded(start(site, system, v27, [other, site]))[pattern] == (
+        str(other / "cusparse/lib/libcusparse.so.12"),
+    )
+    (other / "nvidia").mkdir()
+    assert loaded(start(site, system, v26, [other, site]))[pattern] == (
+        str(other / "cusparse/lib/libcusparse.so.12"),
+    )
+
+
+def test_the_trigger_path_by_version(tmp_path: Path, system: LoaderSystem) -> None:
+    """2.6-2.8 trigger on nvidia/cuda_runtime/lib's libcudart only; 2.9-2.13 end the loop at
+    the first library no directory has (torch swallows the ValueError); 2.14 skips it."""
+    require_gcc()
+    rpath = "$ORIGIN/../../nvidia/cu12/lib"
+    lib(tmp_path / "torch/lib/libtorch_global_deps.so", needed=["libcudart.so.12"], rpath=rpath)
+    lib(tmp_path / "nvidia/cu12/lib/libcudart.so.12")
+    lib(tmp_path / "nvidia/cuda_nvrtc/lib/libnvrtc.so.12")
+    lib(tmp_path / "nvidia/nvjitlink/lib/libnvJitLink.so.12")
+    cudart = str(tmp_path / "nvidia/cu12/lib/libcudart.so.12")
+
+    v26 = start(tmp_path, system, TORCH_2_6)
+    assert not v26.ran and "nvidia/cuda_runtime/lib/libcudart.so is not mapped" in v26.why
+
+    v29 = start(tmp_path, system, TORCH_2_9)
+    assert v29.ran and v29.error is None
+    assert [s.outcome for s in v29.steps] == ["loaded", "no-match", "not-run"]
+    assert (
+        v29.steps[1].error == "ValueError: libnvrtc-builtins.so.*[0-9] not found in the system path"
+    )
+
+    v211 = start(tmp_path, system, TORCH_2_11)
+    assert v211.ran and v211.error is None and loaded(v211) == {}
+    assert v211.steps[0].outcome == "no-match" and v211.steps[0].pattern.startswith("libcublasLt")
+
+    v214 = start(tmp_path, system, TORCH_2_14)
+    assert v214.ran and v214.error is None
+    assert set(loaded(v214)) == {
+        "libnvrtc.so.*[0-9]", "libcudart.so.*[0-9]", "libnvJitLink.so.*[0-9]"
+    }  # fmt: skip
+    assert loaded(v214)["libcudart.so.*[0-9]"] == (cudart,)
 
 
 # --------------------------------------------------------------------------- real tier

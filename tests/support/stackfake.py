@@ -6,8 +6,14 @@
   entries and RPATH (needs gcc and Python.h; skips otherwise).
 - ``TORCH_INIT``: a torch-like ``__init__.py`` that runs torch 2.14's CUDA preload flow (the
   same functions and statements, reduced to Linux), then ``from torch._C import *``.
+- ``TORCH_INITS``: one such ``__init__.py`` per shape the preload has had since 2.4 (keyed by
+  the first version of the shape), each with the lists of one release of that shape.
 - ``TorchStack``: the wheels of a fake torch 2.14.1+cu130 and its CUDA packages, plus
   leftovers of a CUDA 12 stack that share paths with them.
+- ``Torch29Stack``: a fake torch 2.9.1+cu128 (the 2.9 preload) and its CUDA 12 wheels.
+- ``tf_build_info``: TensorFlow's build_info.py for a CUDA version (None: a CPU build).
+- ``framework_wheel``: a fake TensorFlow, onnxruntime-gpu, jax plugin or cupy wheel that
+  carries its CUDA build the way the real one does.
 """
 
 from __future__ import annotations
@@ -29,10 +35,14 @@ from support.wheels import WheelFactory, extension_suffix, native_tag
 __all__ = [
     "EXT",
     "TORCH_INIT",
+    "TORCH_INITS",
     "TORCH_RPATH",
+    "Torch29Stack",
     "TorchStack",
     "compile_extension",
     "fake_lib",
+    "framework_wheel",
+    "tf_build_info",
     "torch_version_py",
 ]
 
@@ -130,6 +140,257 @@ def _load_global_deps() -> None:
 _load_global_deps()
 from torch._C import *  # noqa: E402,F403
 '''
+
+
+_HEAD = """\
+\"\"\"A torch-like package: torch {shape}'s _load_global_deps flow, then torch._C.\"\"\"
+import ctypes
+import glob
+import os
+import sys
+
+"""
+_TAIL = """
+
+_load_global_deps()
+from torch._C import *  # noqa: E402,F403
+"""
+
+# torch 2.4 and 2.5: entries without nvidia/ skipped; a preload only after an error.
+_SEARCH_2_4 = """
+def _preload_cuda_deps(lib_folder, lib_name):
+    lib_path = None
+    for path in sys.path:
+        nvidia_path = os.path.join(path, "nvidia")
+        if not os.path.exists(nvidia_path):
+            continue
+        candidate_lib_paths = glob.glob(os.path.join(nvidia_path, lib_folder, "lib", lib_name))
+        if candidate_lib_paths and not lib_path:
+            lib_path = candidate_lib_paths[0]
+        if lib_path:
+            break
+    if not lib_path:
+        raise ValueError(f"{lib_name} not found in the system path {sys.path}")
+    ctypes.CDLL(lib_path)
+"""
+# torch 2.6: p/<folder>/lib only when p/nvidia/<folder>/lib has no hit.
+_SEARCH_2_6 = _SEARCH_2_4.replace(
+    "        if candidate_lib_paths and not lib_path:",
+    "        if not candidate_lib_paths:\n"
+    '            candidate_lib_paths = glob.glob(os.path.join(path, lib_folder, "lib", lib_name))\n'
+    "        if candidate_lib_paths and not lib_path:",
+)
+# torch 2.7 and 2.8: every template's hits, joined, in _get_cuda_dep_paths.
+_SEARCH_2_7 = """
+def _get_cuda_dep_paths(path, lib_folder, lib_name):
+    nvidia_lib_paths = glob.glob(os.path.join(path, "nvidia", lib_folder, "lib", lib_name))
+    lib_paths = glob.glob(os.path.join(path, lib_folder, "lib", lib_name))
+    return nvidia_lib_paths + lib_paths
+
+
+def _preload_cuda_deps(lib_folder, lib_name):
+    lib_path = None
+    for path in sys.path:
+        candidate_lib_paths = _get_cuda_dep_paths(path, lib_folder, lib_name)
+        if candidate_lib_paths:
+            lib_path = candidate_lib_paths[0]
+            break
+    if not lib_path:
+        raise ValueError(f"{lib_name} not found in the system path {sys.path}")
+    ctypes.CDLL(lib_path)
+"""
+# torch 2.9 on: p/nvidia/cu<major>/lib too, and a miss may be allowed.
+_DEP_PATHS_2_9 = """
+def _get_cuda_dep_paths(path, lib_folder, lib_name):
+    from torch.version import cuda as cuda_version
+
+    nvidia_lib_paths = glob.glob(os.path.join(path, "nvidia", lib_folder, "lib", lib_name))
+    if cuda_version is not None:
+        maj_cuda_version = cuda_version.split(".")[0]
+        nvidia_lib_paths += glob.glob(
+            os.path.join(path, "nvidia", f"cu{{maj_cuda_version}}", "lib", lib_name)
+        )
+    lib_paths = glob.glob(os.path.join(path, lib_folder, "lib", lib_name))
+    return nvidia_lib_paths + lib_paths
+
+
+def {name}(lib_folder, lib_name, required=True):
+    lib_path = None
+    for path in sys.path:
+        candidate_lib_paths = _get_cuda_dep_paths(path, lib_folder, lib_name)
+        if candidate_lib_paths:
+            lib_path = candidate_lib_paths[0]
+            break
+    if not lib_path and required:
+        raise ValueError(f"{{lib_name}} not found in the system path {{sys.path}}")
+    if lib_path:
+        ctypes.CDLL(lib_path)
+"""
+# _load_global_deps up to 2.9: cuda_libs is a dict here, preloaded on step 1's error.
+_GLOBAL_DEPS_DICT = """
+
+def _load_global_deps():
+    here = os.path.abspath(__file__)
+    global_deps_lib_path = os.path.join(os.path.dirname(here), "lib", "libtorch_global_deps.so")
+    try:
+        ctypes.CDLL(global_deps_lib_path, mode=ctypes.RTLD_GLOBAL)
+{on_success}    except OSError as err:
+        cuda_libs = {{
+{cuda_libs}        }}
+{by_major}        if not [lib for lib in cuda_libs.values() if lib.split(".")[0] in err.args[0]]:
+            raise err
+        for lib_folder, lib_name in cuda_libs.items():
+            _preload_cuda_deps(lib_folder, lib_name)
+{optional}        ctypes.CDLL(global_deps_lib_path, mode=ctypes.RTLD_GLOBAL)
+"""
+_ON_MAPPED = """\
+        try:
+            with open("/proc/self/maps") as f:
+                _maps = f.read()
+            if "{needle}" not in _maps:
+                return
+{calls}        except Exception:
+            pass
+"""
+_CUFILE_FROM_12 = """\
+        from torch.version import cuda as cuda_version
+
+        if cuda_version is not None:
+            t_version = cuda_version.split(".")
+            t_major = int(t_version[0])
+            if t_major >= 12:
+                cuda_libs["cufile"] = "libcufile.so.*[0-9]"
+"""
+_NVTX_OPTIONAL = """\
+        _preload_cuda_deps("nvtx", "libnvToolsExt.so.*[0-9]", required=False)
+"""
+
+
+def _dict_entries(spec: str) -> str:
+    pairs = (item.split(":") for item in spec.split())
+    return "".join(f'            "{folder}": "{stem}.so.*[0-9]",\n' for folder, stem in pairs)
+
+
+def _calls(spec: str) -> str:
+    pairs = (item.split(":") for item in spec.split())
+    return "".join(
+        f'            _preload_cuda_deps("{folder}", "{stem}.so.*[0-9]")\n'
+        for folder, stem in pairs
+    )
+
+
+def _dict_shape(shape: str, search: str, libs: str, **parts: str) -> str:
+    flow = _GLOBAL_DEPS_DICT.format(
+        on_success=parts.get("on_success", ""),
+        cuda_libs=_dict_entries(libs),
+        by_major=parts.get("by_major", ""),
+        optional=parts.get("optional", ""),
+    )
+    return _HEAD.format(shape=shape) + search + flow + _TAIL
+
+
+_LIBS_2_6 = (
+    "cublas:libcublas cudnn:libcudnn cuda_nvrtc:libnvrtc cuda_runtime:libcudart "
+    "cuda_cupti:libcupti cufft:libcufft curand:libcurand nvjitlink:libnvJitLink "
+    "cusparse:libcusparse cusparselt:libcusparseLt cusolver:libcusolver nccl:libnccl"
+)
+_MAPPED_2_6 = "cuda_nvrtc:libnvrtc nvjitlink:libnvJitLink"
+
+# torch 2.10 to 2.13: _preload_cuda_deps holds the list; every library of it required.
+_PRELOAD_2_10 = """
+
+def _preload_cuda_deps(err=None):
+    cuda_libs = [
+        ("cublas", "libcublasLt.so.*[0-9]"),
+        ("cublas", "libcublas.so.*[0-9]"),
+        ("cudnn", "libcudnn.so.*[0-9]"),
+        ("cuda_nvrtc", "libnvrtc.so.*[0-9]"),
+        ("cuda_nvrtc", "libnvrtc-builtins.so.*[0-9]"),
+        ("cuda_runtime", "libcudart.so.*[0-9]"),
+        ("cuda_cupti", "libcupti.so.*[0-9]"),
+        ("cufft", "libcufft.so.*[0-9]"),
+        ("curand", "libcurand.so.*[0-9]"),
+        ("nvjitlink", "libnvJitLink.so.*[0-9]"),
+        ("cusparse", "libcusparse.so.*[0-9]"),
+        ("cusparselt", "libcusparseLt.so.*[0-9]"),
+        ("cusolver", "libcusolver.so.*[0-9]"),
+        ("nccl", "libnccl.so.*[0-9]"),
+        ("nvshmem", "libnvshmem_host.so.*[0-9]"),
+        ("cufile", "libcufile.so.*[0-9]"),
+    ]
+    if err is not None and not [
+        lib for _, lib in cuda_libs if lib.split(".", 1)[0] in err.args[0]
+    ]:
+        raise err
+    for lib_folder, lib_name in cuda_libs:
+        _preload_cuda_lib(lib_folder, lib_name)
+    _preload_cuda_lib("nvtx", "libnvToolsExt.so.*[0-9]", required=False)
+
+
+def _load_global_deps():
+    here = os.path.abspath(__file__)
+    global_deps_lib_path = os.path.join(os.path.dirname(here), "lib", "libtorch_global_deps.so")
+    try:
+        ctypes.CDLL(global_deps_lib_path, mode=ctypes.RTLD_GLOBAL)
+        try:
+            with open("/proc/self/maps") as f:
+                _maps = f.read()
+            if "libcudart.so" not in _maps:
+                return
+            _preload_cuda_deps()
+        except Exception:
+            pass
+    except OSError as err:
+        _preload_cuda_deps(err)
+        ctypes.CDLL(global_deps_lib_path, mode=ctypes.RTLD_GLOBAL)
+"""
+
+TORCH_INITS: dict[str, str] = {
+    # 2.4.1's lists (2.5 differs only in them)
+    "2.4": _dict_shape(
+        "2.4",
+        _SEARCH_2_4,
+        "cublas:libcublas cudnn:libcudnn cuda_nvrtc:libnvrtc cuda_runtime:libcudart "
+        "cuda_cupti:libcupti cufft:libcufft curand:libcurand cusolver:libcusolver "
+        "cusparse:libcusparse nccl:libnccl nvtx:libnvToolsExt",
+    ),
+    # 2.6.0's
+    "2.6": _dict_shape(
+        "2.6",
+        _SEARCH_2_6,
+        _LIBS_2_6 + " nvtx:libnvToolsExt",
+        on_success=_ON_MAPPED.format(
+            needle="nvidia/cuda_runtime/lib/libcudart.so", calls=_calls(_MAPPED_2_6)
+        ),
+    ),
+    # 2.8.0's (2.7 has nvToolsExt in cuda_libs too)
+    "2.7": _dict_shape(
+        "2.8",
+        _SEARCH_2_7,
+        _LIBS_2_6,
+        on_success=_ON_MAPPED.format(
+            needle="nvidia/cuda_runtime/lib/libcudart.so", calls=_calls(_MAPPED_2_6)
+        ),
+        by_major=_CUFILE_FROM_12,
+    ),
+    # 2.9.1's
+    "2.9": _dict_shape(
+        "2.9",
+        _DEP_PATHS_2_9.format(name="_preload_cuda_deps"),
+        _LIBS_2_6 + " nvshmem:libnvshmem_host cufile:libcufile",
+        on_success=_ON_MAPPED.format(
+            needle="libcudart.so",
+            calls=_calls("cuda_nvrtc:libnvrtc cuda_nvrtc:libnvrtc-builtins nvjitlink:libnvJitLink"),
+        ),
+        optional=_NVTX_OPTIONAL,
+    ),
+    # 2.13.0's (2.10 lacks libcublasLt)
+    "2.10": _HEAD.format(shape="2.10")
+    + _DEP_PATHS_2_9.format(name="_preload_cuda_lib")
+    + _PRELOAD_2_10
+    + _TAIL,
+    "2.14": TORCH_INIT,  # 2.14.1's (2.15 drops curand)
+}
 
 
 def torch_version_py(version: str, cuda: str | None) -> bytes:
@@ -308,3 +569,132 @@ class TorchStack:
     def coherent(self) -> list[Path]:
         """torch and exactly what it pins, in install order."""
         return [self.toolkit(), self.cudart13(), self.cusparse13(), self.cudnn13(), self.torch()]
+
+
+# torch 2.9.1+cu128's DT_RPATH, reduced to the folders these tests ship.
+TORCH29_RPATH = ":".join(
+    [f"$ORIGIN/../../nvidia/{d}/lib" for d in ("cuda_runtime", "cudnn", "cusparse")] + ["$ORIGIN"]
+)
+
+
+class Torch29Stack:
+    """Wheels of a fake torch 2.9.1+cu128 (the 2.9 preload flow) and its CUDA 12 packages.
+
+    Names, versions and paths as torch 2.9.1 pins them; the libraries are gcc-built stand-ins.
+    """
+
+    TORCH = "2.9.1"
+    CUDART = "12.8.90"
+    NVRTC = "12.8.93"
+    NVJITLINK = "12.8.93"
+
+    def __init__(self, wheels: WheelFactory) -> None:
+        self.wheels = wheels
+        self.cuda13 = TorchStack(wheels)  # its CUDA 12 cuDNN and cuSPARSE are torch 2.9's
+
+    def torch(self, *, init: str | None = None, requires: Sequence[str] | None = None) -> Path:
+        deps = ("libcudnn.so.9", "libcusparse.so.12", "libcudart.so.12")
+        files: Mapping[str, bytes] = {
+            "torch/__init__.py": (init or TORCH_INITS["2.9"]).encode(),
+            "torch/version.py": torch_version_py("2.9.1+cu128", "12.8"),
+            "torch/lib/libtorch_global_deps.so": fake_lib(
+                "libtorch_global_deps.so", needed=("libcudart.so.12",), rpath=TORCH29_RPATH
+            ),
+            "torch/lib/libtorch_cuda.so": fake_lib(
+                "libtorch_cuda.so", needed=deps, rpath=TORCH29_RPATH
+            ),
+            f"torch/_C{EXT}": compile_extension(
+                "_C", needed=["libtorch_cuda.so"], rpath=TORCH29_RPATH + ":$ORIGIN/lib"
+            ),
+        }
+        if requires is None:
+            requires = (
+                f"nvidia-cuda-runtime-cu12=={self.CUDART}",
+                f"nvidia-cuda-nvrtc-cu12=={self.NVRTC}",
+                f"nvidia-nvjitlink-cu12=={self.NVJITLINK}",
+                f"nvidia-cudnn-cu12=={TorchStack.CUDNN12}",
+                "nvidia-cusparse-cu12==12.5.8.93",
+            )
+        return self.wheels("torch", self.TORCH, files, requires=requires, tag=native_tag())
+
+    def _nvidia(self, name: str, version: str, folder: str, *sonames: str) -> Path:
+        files = {"nvidia/__init__.py": b"", f"nvidia/{folder}/__init__.py": b""}
+        for soname in sonames:
+            files[f"nvidia/{folder}/lib/{soname}"] = fake_lib(soname, runpath="$ORIGIN")
+        return self.wheels(name, version, files)
+
+    def cuda12(self) -> list[Path]:
+        """What torch 2.9.1 pins, as far as these tests go."""
+        return [
+            self._nvidia(
+                "nvidia-cuda-runtime-cu12", self.CUDART, "cuda_runtime", "libcudart.so.12"
+            ),
+            self._nvidia(
+                "nvidia-cuda-nvrtc-cu12",
+                self.NVRTC,
+                "cuda_nvrtc",
+                "libnvrtc.so.12",
+                "libnvrtc-builtins.so.12.8",
+            ),
+            self._nvidia(
+                "nvidia-nvjitlink-cu12", self.NVJITLINK, "nvjitlink", "libnvJitLink.so.12"
+            ),
+            self.cuda13.cudnn12(),
+            self.cuda13.cusparse12(),
+        ]
+
+    def coherent(self) -> list[Path]:
+        """torch and exactly what it pins, in install order."""
+        return [*self.cuda12(), self.torch()]
+
+
+def tf_build_info(cuda: str | None, cudnn: str = "9") -> bytes:
+    """tensorflow/python/platform/build_info.py as TensorFlow's build writes it."""
+    items: list[tuple[str, object]] = []
+    if cuda is not None:
+        items += [("cuda_compute_capabilities", ["sm_60", "compute_90"])]
+        items += [("cuda_version", cuda), ("cudnn_version", cudnn)]
+    items += [("is_cuda_build", cuda is not None), ("is_rocm_build", False)]
+    return (
+        '"""Auto-generated module providing information about the build."""\n'
+        "import collections\n\n"
+        f"build_info = collections.OrderedDict({items!r})\n"
+    ).encode()
+
+
+def framework_wheel(
+    wheels: WheelFactory,
+    name: str,
+    version: str,
+    cuda: str | None,
+    *,
+    needed: Sequence[str] = (),
+) -> Path:
+    """A fake framework wheel that says its CUDA build where the real one does.
+
+    tensorflow*/tf-nightly*: build_info.py; onnxruntime-gpu: build_and_package_info.py, or
+    (NEEDED given: an older wheel) a CUDA provider library with those DT_NEEDED; jax plugins
+    and cupy: the name alone.
+    """
+    files: dict[str, bytes] = {}
+    if name.startswith(("tensorflow", "tf-nightly")):
+        files["tensorflow/__init__.py"] = f"__version__ = {version!r}\n".encode()
+        files["tensorflow/python/platform/build_info.py"] = tf_build_info(cuda)
+    elif name == "onnxruntime-gpu":
+        files["onnxruntime/__init__.py"] = f"__version__ = {version!r}\n".encode()
+        if needed:
+            files["onnxruntime/capi/libonnxruntime_providers_cuda.so"] = fake_lib(
+                "libonnxruntime_providers_cuda.so", needed=needed
+            )
+        else:
+            files["onnxruntime/capi/build_and_package_info.py"] = (
+                f"package_name = {name!r}\n__version__ = {version!r}\n"
+                f"cuda_version = {cuda or ''!r}\n"
+            ).encode()
+    elif name.startswith("jax-cuda"):
+        files[f"{name.replace('-', '_')}/__init__.py"] = b""
+    elif name.startswith("cupy-cuda"):
+        files["cupy/__init__.py"] = f"__version__ = {version!r}\n".encode()
+    else:
+        raise ValueError(f"no fake for {name}")
+    return wheels(name, version, files)

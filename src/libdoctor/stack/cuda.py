@@ -18,7 +18,14 @@ from libdoctor.environment.distributions import Distribution
 if TYPE_CHECKING:
     from libdoctor.environment.model import Environment
 
-__all__ = ["MAJOR_RULES", "CudaPackage", "cuda_major_of", "cuda_packages", "is_cuda_package_name"]
+__all__ = [
+    "MAJOR_RULES",
+    "CudaPackage",
+    "cuda_major_of",
+    "cuda_packages",
+    "is_cuda_package_name",
+    "soname_major",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,14 +69,20 @@ def _by_cu_dir(dist: Distribution) -> tuple[int, str] | None:
     return None
 
 
+def soname_major(name: str) -> int | None:
+    """The CUDA major a library file name belongs to (``libcudart.so.12`` -> 12), if it says."""
+    match = _TRACKS_CUDA.match(name)
+    if match:
+        return int(match[2])
+    return _SONAME_MAJOR.get(name)
+
+
 def _by_soname(dist: Distribution) -> tuple[int, str] | None:
     for path in _paths(dist):
         name = path.rpartition("/")[2]
-        match = _TRACKS_CUDA.match(name)
-        if match:
-            return int(match[2]), f"ships {name}"
-        if name in _SONAME_MAJOR:
-            return _SONAME_MAJOR[name], f"ships {name}"
+        major = soname_major(name)
+        if major is not None:
+            return major, f"ships {name}"
     return None
 
 

@@ -1,9 +1,23 @@
 """Which CUDA each framework was built for, read statically, as data.
 
-torch's ``torch/version.py`` is parsed (``ast``), never imported; jax CUDA plugins and cupy
-say their CUDA major in their distribution name. ``FRAMEWORKS`` is the registry: adding a
-framework is one entry (how to recognise its distribution, how to read its build, which
-module ``libdoctor probe`` imports and which facts it asks for).
+Nothing is imported; each framework's build is read from what its wheel ships:
+
+- torch (``torch``): ``torch/version.py``'s ``cuda`` (``hip`` set: a ROCm build), ``ast``-parsed.
+- TensorFlow (``tensorflow``, ``tensorflow-cpu``, ``tf-nightly``, ``tf-nightly-cpu``):
+  ``tensorflow/python/platform/build_info.py``, whose ``build_info`` dict says
+  ``is_cuda_build``, ``cuda_version`` and ``cudnn_version`` (the CPU wheels: no CUDA).
+- jax (``jax-cuda12-plugin``, ``jax-cuda13-plugin`` and their ``-pjrt``): the CUDA major is in
+  the distribution name; jax itself is the same wheel for every backend.
+- onnxruntime (``onnxruntime-gpu``): ``onnxruntime/capi/build_and_package_info.py``'s
+  ``cuda_version`` (1.21 on); older wheels lack that file, and the CUDA major is read from
+  the libraries ``libonnxruntime_providers_cuda.so`` needs (``libcublasLt.so.11`` ...).
+- cupy (``cupy-cuda11x``, ``cupy-cuda12x``, ``cupy-cuda13x``, older ``cupy-cuda102``...):
+  the distribution name.
+
+``FRAMEWORKS`` is the registry: adding a framework is one entry (how to recognise its
+distribution, how to read its build, which module ``libdoctor probe`` imports and which facts
+it asks for). The facts are what the framework tells without a GPU: versions, the CUDA and
+cuDNN it was built with or loaded, and whether it sees a device.
 """
 
 from __future__ import annotations
@@ -15,7 +29,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from libdoctor.elf.dynamic import ElfFormatError, read_elf
 from libdoctor.environment.distributions import Distribution
+from libdoctor.stack.cuda import soname_major
 
 if TYPE_CHECKING:
     from libdoctor.environment.model import Environment
@@ -26,6 +42,8 @@ __all__ = [
     "FrameworkSpec",
     "detect_frameworks",
     "parse_cupy_name",
+    "parse_onnxruntime_info",
+    "parse_tf_build_info",
     "parse_torch_version_py",
     "read_file",
 ]
@@ -49,12 +67,12 @@ def read_file(path: str) -> bytes | None:
 class FrameworkBuild:
     """One installed framework distribution and the CUDA it was built for."""
 
-    framework: str  # registry name: "torch", "jax", "cupy"
+    framework: str  # registry name: "torch", "tensorflow", "jax", "onnxruntime", "cupy"
     dist: Distribution
     module: str  # what `import` loads it by
     version: str  # the framework's own version string (torch: __version__, with +cu130)
     cuda: str | None  # "13.0", "12" ...; None: not a CUDA build (CPU, ROCm) or unreadable
-    source: str  # where ``cuda`` was read: "torch/version.py", "distribution name"
+    source: str  # where ``cuda`` was read: "torch/version.py", "distribution name", ...
     problem: str | None = None  # why the build could not be read
 
     @property
@@ -119,21 +137,13 @@ def parse_torch_version_py(data: bytes) -> tuple[dict[str, str | None], str | No
     return values, None
 
 
-def _record_path(dist: Distribution, relative: str) -> str | None:
-    """Absolute path of RELATIVE if DIST's RECORD lists it."""
-    if dist.record is None:
-        return None
-    for entry in dist.record.entries:
-        if entry.path == relative:
-            return os.path.join(dist.base_dir, relative)
-    return None
+def _shipped_path(dist: Distribution, relative: str) -> str:
+    """Absolute path of RELATIVE (a path inside DIST's site dir)."""
+    return os.path.join(dist.base_dir, *relative.split("/"))
 
 
 def _read_torch(dist: Distribution, reader: Reader) -> FrameworkBuild:
-    path = _record_path(dist, "torch/version.py") or os.path.join(
-        dist.base_dir, "torch", "version.py"
-    )
-    data = reader(path)
+    data = reader(_shipped_path(dist, "torch/version.py"))
     if data is None:
         return FrameworkBuild(
             "torch", dist, "torch", dist.version, None, "torch/version.py",
@@ -154,6 +164,87 @@ def _read_jax_plugin(dist: Distribution, reader: Reader) -> FrameworkBuild:
     match = _JAX_PLUGIN.match(dist.key)
     cuda = match[1] if match else None
     return FrameworkBuild("jax", dist, "jax", dist.version, cuda, "distribution name")
+
+
+_TENSORFLOW = frozenset({"tensorflow", "tensorflow-cpu", "tf-nightly", "tf-nightly-cpu"})
+TF_BUILD_INFO = "tensorflow/python/platform/build_info.py"
+
+
+def parse_tf_build_info(data: bytes) -> tuple[dict[str, object], str | None]:
+    """``(build_info, problem)`` from build_info.py's ``build_info = collections.OrderedDict(
+    [(key, value), ...])`` (or a dict literal) of constants."""
+    try:
+        tree = ast.parse(data.decode("utf-8", "replace"))
+    except (SyntaxError, ValueError) as exc:
+        return {}, f"{TF_BUILD_INFO} does not parse: {exc}"
+    for node in tree.body:
+        if not (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "build_info" for t in node.targets)
+        ):
+            continue
+        value = node.value
+        if isinstance(value, ast.Call) and len(value.args) == 1:
+            value = value.args[0]  # OrderedDict([...])
+        try:
+            items = ast.literal_eval(value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return {}, f"{TF_BUILD_INFO}: build_info is not made of constants"
+        try:
+            return dict(items), None
+        except (TypeError, ValueError):
+            return {}, f"{TF_BUILD_INFO}: build_info is not a mapping"
+    return {}, f"{TF_BUILD_INFO} assigns no build_info"
+
+
+def _read_tensorflow(dist: Distribution, reader: Reader) -> FrameworkBuild:
+    data = reader(_shipped_path(dist, TF_BUILD_INFO))
+    info, problem = (
+        parse_tf_build_info(data) if data is not None else ({}, f"{TF_BUILD_INFO} cannot be read")
+    )
+    cuda = info.get("cuda_version") if info.get("is_cuda_build") is True else None
+    if not isinstance(cuda, str) or not cuda:
+        cuda = None  # a CPU or ROCm build
+    return FrameworkBuild(
+        "tensorflow", dist, "tensorflow", dist.version, cuda, TF_BUILD_INFO, problem
+    )
+
+
+ORT_INFO = "onnxruntime/capi/build_and_package_info.py"
+ORT_CUDA_PROVIDER = "onnxruntime/capi/libonnxruntime_providers_cuda.so"
+
+
+def parse_onnxruntime_info(data: bytes) -> tuple[str | None, str | None]:
+    """``(cuda_version, problem)`` from build_and_package_info.py (``cuda_version = '13.0'``;
+    absent or empty in a CPU build)."""
+    try:
+        tree = ast.parse(data.decode("utf-8", "replace"))
+    except (SyntaxError, ValueError) as exc:
+        return None, f"{ORT_INFO} does not parse: {exc}"
+    return _assigned_strings(tree, ("cuda_version",)).get("cuda_version") or None, None
+
+
+def _read_onnxruntime(dist: Distribution, reader: Reader) -> FrameworkBuild:
+    data = reader(_shipped_path(dist, ORT_INFO))
+    if data is not None:
+        cuda, problem = parse_onnxruntime_info(data)
+        return FrameworkBuild(
+            "onnxruntime", dist, "onnxruntime", dist.version, cuda, ORT_INFO, problem
+        )
+    # Before 1.21 the wheel has no such file: the CUDA provider's DT_NEEDED tell the major.
+    source = f"DT_NEEDED of {ORT_CUDA_PROVIDER}"
+    try:
+        needed = read_elf(_shipped_path(dist, ORT_CUDA_PROVIDER)).needed
+    except (OSError, ElfFormatError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        problem = f"{ORT_INFO} and {ORT_CUDA_PROVIDER} cannot be read ({why})"
+        return FrameworkBuild(
+            "onnxruntime", dist, "onnxruntime", dist.version, None, source, problem
+        )
+    majors = [m for name in needed if (m := soname_major(name)) is not None]
+    cuda = str(majors[0]) if majors else None
+    problem = None if majors else f"{ORT_CUDA_PROVIDER} needs no CUDA library with a versioned name"
+    return FrameworkBuild("onnxruntime", dist, "onnxruntime", dist.version, cuda, source, problem)
 
 
 def parse_cupy_name(key: str) -> str | None:
@@ -187,11 +278,42 @@ FRAMEWORKS: tuple[FrameworkSpec, ...] = (
         ),
     ),
     FrameworkSpec(
+        name="tensorflow",
+        module="tensorflow",
+        matches=lambda key: key in _TENSORFLOW,
+        read=_read_tensorflow,
+        facts=(
+            ("version", "tensorflow.__version__"),
+            ("cuda", "tensorflow.sysconfig.get_build_info().get('cuda_version')"),
+            ("cudnn", "tensorflow.sysconfig.get_build_info().get('cudnn_version')"),
+            ("built_with_cuda", "tensorflow.test.is_built_with_cuda()"),
+            ("gpus", "len(tensorflow.config.list_physical_devices('GPU'))"),
+        ),
+    ),
+    FrameworkSpec(
         name="jax",
         module="jax",
         matches=lambda key: _JAX_PLUGIN.match(key) is not None,
         read=_read_jax_plugin,
-        facts=(("version", "jax.__version__"), ("backend", "jax.default_backend()")),
+        facts=(
+            ("version", "jax.__version__"),
+            ("backend", "jax.default_backend()"),
+            # The CUDA plugin's build versions (12090: CUDA 12.9); an error without one.
+            ("cuda", "jax._src.lib.cuda_versions.cuda_runtime_build_version()"),
+            ("cudnn", "jax._src.lib.cuda_versions.cudnn_build_version()"),
+        ),
+    ),
+    FrameworkSpec(
+        name="onnxruntime",
+        module="onnxruntime",
+        matches=lambda key: key == "onnxruntime-gpu",
+        read=_read_onnxruntime,
+        facts=(
+            ("version", "onnxruntime.__version__"),
+            ("cuda", "onnxruntime.capi.build_and_package_info.cuda_version"),
+            ("device", "onnxruntime.get_device()"),
+            ("providers", "', '.join(onnxruntime.get_available_providers())"),
+        ),
     ),
     FrameworkSpec(
         name="cupy",
@@ -201,6 +323,7 @@ FRAMEWORKS: tuple[FrameworkSpec, ...] = (
         facts=(
             ("version", "cupy.__version__"),
             ("cuda_runtime", "cupy.cuda.runtime.runtimeGetVersion()"),
+            ("cuda_available", "cupy.cuda.is_available()"),
         ),
     ),
 )
