@@ -87,7 +87,12 @@ def request_lines(env: Environment, request: Request) -> list[str]:
         lines.append(f"  NOT FOUND: {res.reason}")
     if res.searched:
         lines.append("  searched, in order:")
+        cache_listed = any(s.source == "cache" for s in res.searched)
         for step in res.searched:
+            if step.source == "default" and not cache_listed:
+                # glibc asks ld.so.cache just before the default dirs; a miss leaves no dir
+                lines.append(f"    {'cache':<40} /etc/ld.so.cache: no entry for {res.name}")
+                cache_listed = True
             source = step.source + (f" of {short(env, step.owner)}" if step.owner else "")
             lines.append(f"    {source:<40} {display(step.directory or '(cwd)')}")
     for rejected in res.rejected:
