@@ -153,7 +153,9 @@ def verify_reinstall(
             f"{names} lacks {len(lacking)} of the {len(missing)} missing path(s) "
             f"(first: {display(lacking[0])}): the reinstall does not put them back",
         )
-    held = f"all {len(missing)} missing path(s)" if missing else "every file it lists"
-    return Verification(
-        dist, "verified", missing, tuple(candidates), reason=f"{names} holds {held}"
+    reason = (
+        f"{names} holds all {len(missing)} missing path(s)"
+        if missing
+        else f"{names} is at hand; none of its paths is missing"
     )
+    return Verification(dist, "verified", missing, tuple(candidates), reason=reason)
