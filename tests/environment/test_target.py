@@ -1,12 +1,23 @@
 from __future__ import annotations
 
+import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from libdoctor.environment.target import discover, from_directory, from_python, prefix_of_site_dir
+from libdoctor.environment.target import (
+    Interpreter,
+    discover,
+    from_directory,
+    from_python,
+    mismatch,
+    prefix_of_site_dir,
+    read_built_for,
+    resolve_interpreter,
+)
 from libdoctor.errors import TargetError
 
 
@@ -91,3 +102,164 @@ def test_target_and_python_together_is_an_error(bare_venv: Path) -> None:
 )
 def test_prefix_of_site_dir(site: str, prefix: str) -> None:
     assert prefix_of_site_dir(Path(site)) == Path(prefix)
+
+
+# --------------------------------------------------------------------------- real interpreters
+
+
+def _binary(path: Path) -> Path:
+    """A stand-in interpreter binary: not a script, so nothing to see through."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x7fELF" + bytes(60))
+    path.chmod(0o755)
+    return path
+
+
+def _pyenv(root: Path, *versions: str) -> Path:
+    """A pyenv layout with a shim named python3, written as pyenv writes them, and one
+    binary per version. The shim's exec target does not exist: running it would fail."""
+    for version in versions:
+        _binary(root / "versions" / version / "bin" / "python3.11")
+        (root / "versions" / version / "bin" / "python3").symlink_to("python3.11")
+    shim = root / "shims" / "python3"
+    shim.parent.mkdir(parents=True)
+    shim.write_text(
+        "#!/usr/bin/env bash\nset -e\n"
+        '[ -n "$PYENV_DEBUG" ] && set -x\n\nprogram="${0##*/}"\n\n'
+        f'export PYENV_ROOT="{root}"\nexec "{root}/libexec/pyenv" exec "$program" "$@"\n'
+    )
+    shim.chmod(0o755)
+    return shim
+
+
+def test_a_venv_python_is_kept_even_behind_a_symlink(bare_venv: Path, tmp_path: Path) -> None:
+    """Its symlink target is the base interpreter: pip run by that installs into the base."""
+    link = tmp_path / "bin" / "py"
+    link.parent.mkdir()
+    link.symlink_to(bare_venv / "bin" / "python")
+    assert resolve_interpreter(str(link)) == str(bare_venv / "bin" / "python")
+    assert resolve_interpreter(str(bare_venv / "bin" / "python")) == str(
+        bare_venv / "bin" / "python"
+    )
+
+
+def test_a_base_interpreter_resolves_to_the_real_binary(tmp_path: Path) -> None:
+    real = _binary(tmp_path / "opt" / "bin" / "python3.11")
+    (tmp_path / "opt" / "bin" / "python3").symlink_to("python3.11")
+    (tmp_path / "usr-bin").mkdir()
+    (tmp_path / "usr-bin" / "python").symlink_to(tmp_path / "opt" / "bin" / "python3")
+    assert resolve_interpreter(str(tmp_path / "usr-bin" / "python")) == str(real)
+
+
+@pytest.mark.parametrize(
+    ("environ", "version_file", "local_file", "expected"),
+    [
+        ({"PYENV_VERSION": "3.11.9"}, "3.10.4", None, "3.11.9"),
+        ({}, "3.10.4", "3.11.9", "3.11.9"),  # .python-version in the working dir wins
+        ({}, "3.10.4", None, "3.10.4"),  # then $PYENV_ROOT/version
+        ({"PYENV_VERSION": "3.11"}, None, None, "3.11.9"),  # a prefix: the newest match
+        ({"PYENV_VERSION": "system"}, None, None, None),  # pyenv would search PATH
+        ({}, None, None, None),  # no version at all: "system"
+    ],
+)
+def test_a_pyenv_shim_is_read_through_its_layout(
+    tmp_path: Path,
+    environ: dict[str, str],
+    version_file: str | None,
+    local_file: str | None,
+    expected: str | None,
+) -> None:
+    root = tmp_path / "pyenv"
+    shim = _pyenv(root, "3.10.4", "3.11.2", "3.11.9")
+    if version_file:
+        (root / "version").write_text(version_file + "\n")
+    work = tmp_path / "project" / "sub"
+    work.mkdir(parents=True)
+    if local_file:
+        (tmp_path / "project" / ".python-version").write_text(f"# pinned\n{local_file}\n")
+    found = resolve_interpreter(str(shim), environ, str(work))
+    if expected is None:
+        assert found is None
+    else:
+        assert found == str(root / "versions" / expected / "bin" / "python3.11")
+
+
+def test_a_script_that_is_no_pyenv_shim_is_not_guessed(tmp_path: Path) -> None:
+    script = tmp_path / "python3"
+    script.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    script.chmod(0o755)
+    assert resolve_interpreter(str(script), {}, str(tmp_path)) is None
+    assert resolve_interpreter(str(tmp_path / "absent"), {}, str(tmp_path)) is None
+
+
+def test_python_option_sees_through_a_wrapper_script(bare_venv: Path, tmp_path: Path) -> None:
+    """A wrapper libdoctor cannot read is run (-I -S) and asked which binary it is."""
+    script = tmp_path / "python3"
+    script.write_text(f'#!/bin/sh\nexec {bare_venv / "bin" / "python"} "$@"\n')
+    script.chmod(0o755)
+    target = from_python(str(script), environ={"PATH": os.environ.get("PATH", "")})
+    assert target.python == str(bare_venv / "bin" / "python")
+    assert Path(target.prefix) == bare_venv
+
+
+# --------------------------------------------------------------------------- --target folders
+
+
+def _folder(tmp_path: Path, tag: str, record: str = "") -> Path:
+    folder = tmp_path / "folder"
+    info = folder / "ldt_x-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "WHEEL").write_text(f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}\n")
+    (info / "RECORD").write_text(record + "ldt_x-1.0.dist-info/RECORD,,\n")
+    return folder
+
+
+def _interp(version: tuple[int, int], platform: str = "linux-x86_64") -> Interpreter:
+    suffix = f".cpython-{version[0]}{version[1]}-x86_64-linux-gnu.so"
+    return Interpreter("/x/python", version, "cpython", suffix, platform)
+
+
+@pytest.mark.parametrize(
+    ("tag", "version", "fits"),
+    [
+        ("py3-none-any", (3, 12), True),
+        ("py2.py3-none-any", (3, 9), True),
+        ("py312-none-any", (3, 11), False),
+        ("cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64", (3, 11), True),
+        ("cp311-cp311-manylinux_2_17_x86_64", (3, 12), False),
+        ("cp311-cp311-manylinux_2_17_aarch64", (3, 11), False),
+        ("cp38-abi3-linux_x86_64", (3, 11), True),
+        ("cp312-abi3-linux_x86_64", (3, 11), False),
+        ("pp39-pypy39_pp73-manylinux_2_17_x86_64", (3, 9), False),
+    ],
+)
+def test_a_folder_fits_an_interpreter_by_its_wheel_tags(
+    tmp_path: Path, tag: str, version: tuple[int, int], fits: bool
+) -> None:
+    built = read_built_for(_folder(tmp_path, tag))
+    assert (mismatch(built, _interp(version)) is None) is fits
+
+
+def test_extension_suffixes_name_the_version(tmp_path: Path) -> None:
+    record = "x/_c.cpython-311-x86_64-linux-gnu.so,sha256=abc,10\n"
+    built = read_built_for(_folder(tmp_path, "py3-none-any", record))
+    assert built.suffixes == (".cpython-311-x86_64-linux-gnu.so",)
+    assert built.version == (3, 11) and built.describe() == "Python 3.11"
+    assert mismatch(built, _interp((3, 11))) is None
+    assert "cpython-311" in (mismatch(built, _interp((3, 12))) or "")
+
+
+def test_a_target_folder_has_no_interpreter_until_python_names_one(
+    bare_venv: Path, tmp_path: Path
+) -> None:
+    py = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    tag = f"{py}-{py}-linux_{platform.machine()}"
+    folder = _folder(tmp_path, tag)
+    alone = discover(str(folder), None, {})
+    assert alone.target_dir == str(folder) and alone.python is None
+    assert alone.python_version == sys.version_info[:2]
+    served = discover(str(folder), str(bare_venv / "bin" / "python"), os.environ)
+    assert served.python == str(bare_venv / "bin" / "python")
+    (folder / "ldt_x-1.0.dist-info" / "WHEEL").write_text("Tag: cp27-cp27mu-linux_x86_64\n")
+    with pytest.raises(TargetError, match=r"cannot use .*built for cp27-cp27mu-linux_x86_64"):
+        discover(str(folder), str(bare_venv / "bin" / "python"), os.environ)

@@ -27,10 +27,14 @@ from support.venvs import (
     pip_uninstall,
     snapshot,
     strace_path,
+    uv_install,
+    uv_path,
 )
 from support.wheels import WheelFactory, record_line
 
 Doc = dict[str, Any]
+# uv on PATH: libdoctor runs `uv` for what uv installed (never a python from PATH).
+WITH_UV = {"PATH": f"{uv_path().parent}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
 @pytest.fixture(scope="module")
@@ -208,14 +212,21 @@ def test_fix_leaves_shared_paths_to_the_user(states: States, cli: Cli) -> None:
 # =============================================================================== faults
 
 
-def two_damaged(new_venv: VenvFactory, make_wheel: WheelFactory, name: str) -> tuple[Venv, Path]:
-    """ldt-aaa and ldt-zzz, each with a file deleted; only ldt-aaa's wheel stays reachable."""
+def two_damaged(
+    new_venv: VenvFactory, make_wheel: WheelFactory, name: str, zzz_by: str = "pip"
+) -> tuple[Venv, Path]:
+    """ldt-aaa (by pip) and ldt-zzz (by ZZZ_BY), each with a file deleted; only ldt-aaa's
+    wheel stays reachable. Two installers make two calls; one installer makes one."""
     reachable = make_wheel.dest
     aaa = make_wheel("ldt-aaa", "1.0", {"aaa/__init__.py": b"A = 1\n", "aaa/lib.py": b"x\n"})
     zzz = make_wheel("ldt-zzz", "1.0", {"zzz/__init__.py": b"Z = 1\n", "zzz/lib.py": b"y\n"})
     venv = new_venv(name)
-    pip_install(venv, aaa, zzz)
-    zzz.unlink()  # the fix's second step cannot find it
+    pip_install(venv, aaa)
+    if zzz_by == "uv":
+        uv_install(venv.python, zzz, cache=venv.path.parent / "uv-cache")
+    else:
+        pip_install(venv, zzz)
+    zzz.unlink()  # the fix's call that names it cannot find it
     (venv.site_packages / "aaa/lib.py").unlink()
     (venv.site_packages / "zzz/lib.py").unlink()
     return venv, reachable
@@ -224,11 +235,15 @@ def two_damaged(new_venv: VenvFactory, make_wheel: WheelFactory, name: str) -> t
 def test_failed_step_rolls_back_every_step_byte_for_byte(
     new_venv: VenvFactory, make_wheel: WheelFactory, cli: Cli
 ) -> None:
-    venv, links = two_damaged(new_venv, make_wheel, "fails")
+    venv, links = two_damaged(new_venv, make_wheel, "fails", zzz_by="uv")
     before = tree_state(venv.path)
-    run = cli("fix", venv.path, "--yes", "--no-index", "--find-links", links, "--json")
+    run = cli("fix", venv.path, "--yes", "--no-index", "--find-links", links, "--json", env=WITH_UV)
     assert run.rc == 2, run.describe()
     doc = run.json()["fix"]
+    assert [r["argv"][:3] for r in doc["results"]] == [
+        [str(venv.python), "-m", "pip"],
+        ["uv", "pip", "install"],
+    ]
     assert [r["returncode"] == 0 for r in doc["results"]] == [True, False]
     assert doc["rolled_back"] is True and doc["rollback_problems"] == []
     assert diff_states(before, tree_state(venv.path)) == [], "not rolled back byte for byte"
@@ -238,6 +253,25 @@ def test_failed_step_rolls_back_every_step_byte_for_byte(
     # restore of that backup is idempotent
     again = cli("restore", journal["id"])
     assert again.rc == 0, again.describe()
+    assert diff_states(before, tree_state(venv.path)) == []
+
+
+def test_one_call_reinstalls_every_damaged_distribution_or_none(
+    new_venv: VenvFactory, make_wheel: WheelFactory, cli: Cli
+) -> None:
+    """One installer: one call for both; pip cannot find one wheel, so it installs neither."""
+    venv, links = two_damaged(new_venv, make_wheel, "one-call")
+    before = tree_state(venv.path)
+    run = cli("fix", venv.path, "--yes", "--no-index", "--find-links", links, "--json")
+    assert run.rc == 2, run.describe()
+    doc = run.json()["fix"]
+    (step,) = doc["steps"]
+    assert step["argv"][3:8] == [
+        "install", "--force-reinstall", "--no-deps", "ldt-aaa==1.0", "ldt-zzz==1.0"
+    ]  # fmt: skip
+    assert [d["name"] for d in step["distributions"]] == ["ldt-aaa", "ldt-zzz"]
+    assert [v["status"] for v in step["verification"]] == ["verified", "not verified"]
+    assert [r["returncode"] != 0 for r in doc["results"]] == [True]
     assert diff_states(before, tree_state(venv.path)) == []
 
 

@@ -41,6 +41,8 @@ __all__ = [
     "run_libdoctor_inprocess",
     "snapshot",
     "strace_path",
+    "uv_install",
+    "uv_path",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -227,6 +229,29 @@ def pip_install(
 
 def pip_uninstall(venv: Venv, *names: str) -> str:
     return _run_pip(venv, ["uninstall", "-y", *names], pip_env())
+
+
+def uv_path() -> Path:
+    """The real uv of the dev extra, beside the interpreter running the tests."""
+    return Path(sys.executable).parent / "uv"
+
+
+def uv_install(python: Path, *wheels: Path, cache: Path, target: Path | None = None) -> str:
+    """``uv pip install --no-deps WHEEL...`` with PYTHON (into its venv, or into the --target
+    folder TARGET), offline, uv's cache under CACHE."""
+    args = [str(uv_path()), "pip", "install", "--no-deps", "--no-index", "--python", str(python)]
+    args += ["--target", str(target)] if target else []
+    proc = subprocess.run(
+        [*args, *(str(w) for w in wheels)],
+        env=_clean_env({"UV_CACHE_DIR": str(cache), "UV_NO_PROGRESS": "1"}),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"uv pip install failed ({proc.returncode}):\n{proc.stderr}")
+    return proc.stdout
 
 
 # --------------------------------------------------------------------------- libdoctor

@@ -30,7 +30,10 @@ def severity_for(dists: Sequence[Distribution], severity: Severity) -> Severity:
 
 
 def repair_fix(dist: Distribution, env: Environment, note: str = "") -> Fix | None:
-    return None if dist.external else reinstall_fix(dist, env.target, note=note)
+    """DIST's reinstall (with what must come along in a ``pip install --target`` folder)."""
+    if dist.external:
+        return None
+    return reinstall_fix(dist, env.target, note=note, installed=env.distributions)
 
 
 def about(dist: Distribution, message: str) -> str:

@@ -87,6 +87,23 @@ def confirm(question: str, yes: bool, what: str) -> None:
         raise LibdoctorError("cancelled: nothing was changed")
 
 
+def refuse_unrunnable(target: Target, steps: Sequence[Step]) -> None:
+    """A one-line error (exit 2) when a step could not run with the target's own interpreter:
+    the plan names a placeholder, never a python PATH would pick, and nothing runs."""
+    from libdoctor.environment.installers import unrunnable
+    from libdoctor.errors import LibdoctorError
+
+    for step in steps:
+        why = unrunnable(step.argv, target)
+        if why is not None:
+            raise LibdoctorError(f"refused: {why}")
+
+
+def python_option(target: Target) -> list[str]:
+    """``--python PATH`` when it took one to serve TARGET (a ``pip install --target`` folder)."""
+    return ["--python", target.python] if target.target_dir and target.python else []
+
+
 def say(text: str) -> None:
     """Progress and failures go to stderr, so stdout stays the report (and valid JSON)."""
     print(f"libdoctor: {text}", file=sys.stderr, flush=True)

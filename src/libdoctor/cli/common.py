@@ -41,7 +41,8 @@ def add_target_options(parser: argparse.ArgumentParser, *, positional: bool = Tr
     parser.add_argument(
         "--python",
         metavar="PATH",
-        help="inspect the environment of this interpreter (run as `-I -S`: no site hooks)",
+        help="inspect the environment of this interpreter (run as `-I -S`: no site hooks); "
+        "with TARGET, a folder made with `pip install --target`, the interpreter that uses it",
     )
 
 

@@ -1,12 +1,14 @@
-"""``libdoctor fix [TARGET] [--dry-run] [--yes] [--remove-leftovers]``.
+"""``libdoctor fix [TARGET] [--python PATH] [--dry-run] [--yes] [--remove-leftovers]``.
 
 From the current findings, a plan of installer commands (reinstall damaged distributions at
-their installed versions with ``--no-deps``), shown, then run through the environment's own
-installer with a backup before each step and a rollback on any failure; then ``check`` again,
-before and after. Without ``--yes`` it asks on a terminal and refuses otherwise.
+their installed versions with ``--no-deps``, one call per installer and interpreter), shown,
+then run through the environment's own installer and interpreter with a backup before each
+step and a rollback on any failure; then ``check`` again, before and after. Without ``--yes``
+it asks on a terminal and refuses otherwise. A plan it could not run with the target's own
+interpreter (a ``pip install --target`` folder without ``--python``) is refused, dry run or not.
 
 Exit codes: 0 nothing left at error level; 1 errors remain (or the plan was not run); 2 libdoctor
-could not run, or a step failed and everything was rolled back.
+could not run (or refused the plan), or a step failed and everything was rolled back.
 """
 
 from __future__ import annotations
@@ -52,17 +54,20 @@ def run(args: argparse.Namespace) -> int:
     from libdoctor.disk.stat import RealDisk
     from libdoctor.environment.model import build_environment
     from libdoctor.repair.fix import plan_fix
+    from libdoctor.repair.verify import local_wheels
     from libdoctor.report.shown import shown
 
     target = common.discover_target(args)
     libs = common.libraries(args)
+    options = changes.installer_options(args)
     fix = plan_fix(
         build_environment(target),
         RealDisk(),
         remove_leftovers=args.remove_leftovers,
         libraries=libs,
+        wheels=local_wheels(options.find_links),
     )
-    options = changes.installer_options(args)
+    changes.refuse_unrunnable(target, fix.steps)
     if args.dry_run or not fix.steps:
         _write(args, target, fix, options)
         return common.exit_code(shown(fix.predicted), "error")
@@ -71,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     n = len(fix.steps)
     what = "this step" if n == 1 else f"these {n} steps"
     changes.confirm(f"Run {what}?", args.yes, plural(n, "repair step"))
-    command = shlex.join(["libdoctor", "fix", target.prefix])
+    command = shlex.join(["libdoctor", "fix", target.prefix, *changes.python_option(target)])
     result, after = changes.execute(args, target, fix.steps, libs, command)
     _write(args, target, fix, options, result, after)
     if not result.ok:

@@ -4,8 +4,13 @@ The plan runs first. When it breaks something, the uninstall is refused (exit 1,
 unless ``--repair`` (uninstall, then reinstall the damaged co-owners, if the plan proves that
 safe) or ``--force``. Every step is backed up and rolled back on failure, like ``fix``.
 
+Every step runs with the target's own interpreter; an uninstall it cannot run so (pip cannot
+uninstall from a ``pip install --target`` folder; a folder without ``--python``) is refused
+before anything runs, dry run or not.
+
 Exit codes: 0 done and nothing new at error level; 1 refused, or done with new errors (--force);
-2 libdoctor could not run, or a step failed and everything was rolled back.
+2 libdoctor could not run (or cannot run this uninstall), or a step failed and everything was
+rolled back.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     names, target = common.items_and_target(args)
     libs = common.libraries(args)
     plan = plan_uninstall(build_environment(target), RealDisk(), names, libs)
+    changes.refuse_unrunnable(target, plan.steps_to_run(repair=args.repair))
     refusal = guard_refusal(plan, repair=args.repair, force=args.force)
     if refusal is not None or args.dry_run:
         changes.write_plan(args, plan)
@@ -67,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         changes.write_plan(args, plan)
     steps = plan.steps_to_run(repair=args.repair)
     mode = ["--repair"] if args.repair else ["--force"] if args.force else []
-    command = shlex.join(["libdoctor", "uninstall", *names, target.prefix, *mode])
+    where = [target.prefix, *changes.python_option(target)]
+    command = shlex.join(["libdoctor", "uninstall", *names, *where, *mode])
     result, after = changes.execute(args, target, steps, libs, command)
     _write(args, plan, result, after)
     if not result.ok:

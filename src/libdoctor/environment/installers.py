@@ -2,8 +2,11 @@
 knows their arguments (reinstall, uninstall, index options, ``--python``), the environment
 they run in and how their exit codes and output come back.
 
-Every argv names the target's own interpreter (or ``--python`` it, for uv), never a
-``python`` from PATH when the target has one.
+Every argv names the target's own interpreter as its real binary (or ``--python`` it, for
+uv), never a ``python`` from PATH: without one it names a placeholder (``<python3.11>``) that
+``unrunnable`` refuses to run. A ``pip install --target`` folder is installed into with
+``--target``; pip cannot uninstall from one. The installers run with the variables that would
+send them elsewhere (``PIP_TARGET``, ``PIP_PREFIX``, ``PIP_USER``, ``PYTHONPATH``, ...) removed.
 """
 
 from __future__ import annotations
@@ -21,11 +24,25 @@ from libdoctor.errors import LibdoctorError
 from libdoctor.findings import Fix
 
 
-def python_for(dist: Distribution, target: Target) -> str | None:
-    """The interpreter whose installer manages ``dist`` (the base one for inherited sites)."""
-    if dist.site.inherited:
-        return find_python(Path(dist.site.prefix), target.python_version)
-    return target.python
+def python_for(dist: Distribution, target: Target) -> str:
+    """The interpreter whose installer manages ``dist`` (the base one for inherited sites),
+    as its real binary. When there is none, a placeholder that says what is needed
+    (``<python3.11>``): never a bare ``python`` that PATH would resolve to another env."""
+    found = (
+        find_python(Path(dist.site.prefix), target.python_version)
+        if dist.site.inherited
+        else target.python
+    )
+    return found or missing_python(target)
+
+
+def missing_python(target: Target) -> str:
+    version = target.python_version
+    return f"<python{version[0]}.{version[1]}>" if version else "<python>"
+
+
+def has_python(dist: Distribution, target: Target) -> bool:
+    return not python_for(dist, target).startswith("<")
 
 
 def requirement(dist: Distribution) -> str:
@@ -36,14 +53,84 @@ def _installer(dist: Distribution) -> str:
     return (dist.installer or "pip").strip().lower()
 
 
+def _folder(dist: Distribution, target: Target) -> str | None:
+    """The ``pip install --target`` folder DIST lives in, if that is what TARGET is."""
+    return target.target_dir if target.target_dir and not dist.site.inherited else None
+
+
+# pip writes a --target install's RECORD relative to its scratch dir's lib/python: scripts
+# and data files read ../../bin/tool, which it moves to <folder>/bin/tool.
+_SCRATCH_UP = "../../"
+
+
+def _pip_made(dist: Distribution) -> bool:
+    return _installer(dist) == "pip"
+
+
+def placed_in_folder(dist: Distribution, folder: str) -> list[str]:
+    """Where DIST's RECORD rows are in a ``pip install --target`` FOLDER (uv writes them
+    relative to the folder; rows that land elsewhere are left out)."""
+    out: list[str] = []
+    for entry in dist.record.entries if dist.record else ():
+        rel = os.path.normpath(entry.path.replace("\\", "/"))
+        if os.path.isabs(rel):
+            continue
+        if _pip_made(dist) and rel.startswith(_SCRATCH_UP):
+            rel = rel[len(_SCRATCH_UP) :]
+            if rel.split("/", 1)[0] == "lib":  # pip moves no data entry named lib
+                continue
+        if rel == ".." or rel.startswith("../"):
+            continue
+        out.append(os.path.join(folder, rel))
+    return out
+
+
+def folder_entries(dist: Distribution, folder: str) -> set[str]:
+    """The top-level entries of FOLDER that ``pip install --target --upgrade`` of DIST
+    replaces whole (``shutil.rmtree``), whoever owns the files in them."""
+    return {os.path.relpath(p, folder).split(os.sep, 1)[0] for p in placed_in_folder(dist, folder)}
+
+
+def folder_companions(
+    dists: Sequence[Distribution], installed: Sequence[Distribution], folder: str
+) -> list[Distribution]:
+    """The other distributions one ``pip install --target FOLDER --upgrade`` of DISTS must
+    reinstall too: every one with files under an entry it replaces, and theirs in turn."""
+    local = [d for d in installed if not d.site.inherited]
+    entries_by = {d.metadata_dir: folder_entries(d, folder) for d in local}
+    chosen = {d.metadata_dir for d in dists}
+    entries = set().union(*(entries_by.get(d.metadata_dir, set()) for d in dists))
+    along: list[Distribution] = []
+    grew = True
+    while grew:
+        grew = False
+        for dist in local:
+            if dist.metadata_dir not in chosen and entries_by[dist.metadata_dir] & entries:
+                chosen.add(dist.metadata_dir)
+                along.append(dist)
+                entries |= entries_by[dist.metadata_dir]
+                grew = True
+    return along
+
+
+# pip cannot uninstall from a --target folder: it only sees its own environment. A fix that
+# needs one names this instead of a command that would act on another environment.
+NO_PIP_UNINSTALL = "<pip cannot uninstall from a --target folder>"
+
+
 def reinstall_argv(dist: Distribution, target: Target) -> tuple[str, ...]:
-    python = python_for(dist, target) or "python"
+    """The reinstall of DIST at its installed version, no dependencies; the requirement is
+    always the last argument (``merge_reinstalls`` relies on it)."""
+    python = python_for(dist, target)
     installer = _installer(dist)
+    folder = _folder(dist, target)
+    into = ("--target", folder) if folder else ()
     if installer == "uv":
         return (
             "uv",
             "pip",
             "install",
+            *into,
             "--reinstall",
             "--no-deps",
             "--python",
@@ -61,6 +148,11 @@ def reinstall_argv(dist: Distribution, target: Target) -> tuple[str, ...]:
             "--no-deps",
             f"{dist.name}={dist.version}",
         )
+    if folder:
+        # pip installs a --target folder through a scratch dir and moves each top-level
+        # entry in: --upgrade replaces an existing one whole (so its other owners' files go
+        # too: repair.targetdir reinstalls them in the same call).
+        return (python, "-m", "pip", "install", *into, "--upgrade", "--no-deps", requirement(dist))
     # pip refuses to uninstall (so to --force-reinstall) a distribution without RECORD;
     # --ignore-installed writes the files and a new RECORD over it instead.
     how = (
@@ -72,27 +164,132 @@ def reinstall_argv(dist: Distribution, target: Target) -> tuple[str, ...]:
 
 
 def uninstall_argv(dist: Distribution, target: Target) -> tuple[str, ...]:
-    python = python_for(dist, target) or "python"
+    python = python_for(dist, target)
     installer = _installer(dist)
+    folder = _folder(dist, target)
     if installer == "uv":
-        return ("uv", "pip", "uninstall", "--python", python, dist.name)
+        into = ("--target", folder) if folder else ()
+        return ("uv", "pip", "uninstall", *into, "--python", python, dist.name)
     if installer == "conda":
         return ("conda", "remove", "--yes", "--prefix", dist.site.prefix, "--force", dist.name)
+    if folder:
+        return (NO_PIP_UNINSTALL, dist.name)
     return (python, "-m", "pip", "uninstall", "--yes", dist.name)
 
 
+def merge_reinstalls(steps: Sequence[tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
+    """Adjacent reinstalls by one installer and interpreter as one call: ``pip install
+    --force-reinstall --no-deps A==1 B==2`` does what the two calls would, in one run."""
+    merged: list[tuple[str, ...]] = []
+    for step in steps:
+        last = merged[-1] if merged else None
+        if last is not None and is_reinstall(step) and is_reinstall(last):
+            base = step[:-1]
+            if last[: len(base)] == base and all(_is_requirement(a) for a in last[len(base) :]):
+                merged[-1] = (*last, step[-1])
+                continue
+        merged.append(step)
+    return tuple(merged)
+
+
+def is_reinstall(argv: Sequence[str]) -> bool:
+    return "install" in argv and any(
+        flag in argv for flag in ("--force-reinstall", "--reinstall", "--upgrade")
+    )
+
+
+def _is_requirement(arg: str) -> bool:
+    return "==" in arg and not arg.startswith("-")
+
+
 def steps_fix(*steps: tuple[str, ...], note: str = "") -> Fix:
-    """One or more commands to run in order; a multi-step fix runs as one ``sh -c``."""
+    """One or more commands to run in order; a multi-step fix runs as one ``sh -c``.
+    Adjacent reinstalls through one installer become one call."""
+    steps = merge_reinstalls(steps)
     if len(steps) == 1:
         return Fix(steps[0], note=note, steps=steps)
     script = " && ".join(shlex.join(step) for step in steps)
     return Fix(("sh", "-c", script), note=note, steps=steps)
 
 
-def reinstall_fix(dist: Distribution, target: Target, note: str = "") -> Fix:
-    if python_for(dist, target) is None and _installer(dist) not in ("uv", "conda"):
-        note = (note + " " if note else "") + "(no interpreter found in the target: use its python)"
-    return steps_fix(reinstall_argv(dist, target), note=note)
+def reinstall_fix(
+    dist: Distribution, target: Target, note: str = "", installed: Sequence[Distribution] = ()
+) -> Fix:
+    """The reinstall that repairs DIST. In a ``pip install --target`` folder it also reinstalls
+    the INSTALLED distributions whose files pip would delete with DIST's (see
+    ``folder_companions``), so that the command is safe on its own."""
+    notes = [note] if note else []
+    folder = _folder(dist, target)
+    along = folder_companions([dist], installed, folder) if folder and _pip_made(dist) else []
+    along = [d for d in along if not d.external]
+    if along:
+        names = ", ".join(d.display for d in along)
+        notes.append(
+            f"{names} {'is' if len(along) == 1 else 'are'} reinstalled too: pip --target "
+            f"--upgrade replaces the top-level directories {dist.name} shares with "
+            f"{'it' if len(along) == 1 else 'them'} whole"
+        )
+    if not has_python(dist, target) and _installer(dist) != "conda":
+        notes.append(no_python_note(target))
+    argvs = [reinstall_argv(d, target) for d in (dist, *along)]
+    return steps_fix(*argvs, note="; ".join(notes))
+
+
+def no_python_note(target: Target) -> str:
+    """What to put where the placeholder interpreter stands."""
+    placeholder = missing_python(target)
+    if target.target_dir:
+        built = f" ({target.built_for})" if target.built_for else ""
+        return (
+            f"a `pip install --target` folder has no interpreter of its own: put the one that "
+            f"uses it{built} in place of {placeholder}, or give it to libdoctor fix with --python"
+        )
+    return f"no interpreter found in the target: put its python in place of {placeholder}"
+
+
+def interpreter_of(argv: Sequence[str]) -> str | None:
+    """The interpreter an installer command runs with: pip's is the program, uv's follows
+    ``--python``; None for commands that name none (conda)."""
+    if not argv:
+        return None
+    if os.path.basename(argv[0]) == "uv":
+        index = list(argv).index("--python") if "--python" in argv else -1
+        return argv[index + 1] if 0 <= index < len(argv) - 1 else ""
+    if list(argv[1:3]) == ["-m", "pip"] or argv[0].startswith("<"):
+        return argv[0]
+    return None
+
+
+def unrunnable(argv: Sequence[str], target: Target) -> str | None:
+    """Why libdoctor must not run ARGV itself: its interpreter is a placeholder, or not an
+    existing absolute path. PATH never picks the interpreter an installer runs with."""
+    if argv and argv[0] == NO_PIP_UNINSTALL:
+        return (
+            f"{target.prefix} is a folder made with `pip install --target`: pip cannot "
+            f"uninstall {argv[-1]} from it (it only uninstalls from its own environment)"
+        )
+    python = interpreter_of(argv)
+    if python is None:
+        return None
+    if python.startswith("<") or not python:
+        return no_python_reason(target)
+    if not os.path.isabs(python) or not os.access(python, os.X_OK):
+        return f"{python} is not an interpreter libdoctor can run (an absolute, executable path)"
+    return None
+
+
+def no_python_reason(target: Target) -> str:
+    if target.target_dir:
+        built = f" ({target.built_for})" if target.built_for else ""
+        return (
+            f"{target.target_dir} is a folder made with `pip install --target`: it has no "
+            f"interpreter of its own and libdoctor never takes one from PATH; name the Python "
+            f"that uses it{built} with --python PATH"
+        )
+    return (
+        f"no interpreter found in {target.prefix}: libdoctor runs an installer only with the "
+        "environment's own interpreter, never one from PATH"
+    )
 
 
 RUNNABLE = frozenset({"pip", "uv"})
@@ -129,14 +326,37 @@ class InstallerOptions:
 def target_python(target: Target) -> str:
     """The interpreter whose pip answers for TARGET; a one-line error when it has none."""
     if target.python is None:
-        raise LibdoctorError(f"no interpreter found in {target.prefix}: cannot ask its pip")
+        raise LibdoctorError(no_python_reason(target))
     return target.python
 
 
+# Variables that would make an installer act on another environment than the one its argv
+# names, or run another pip than the interpreter's own.
+_REDIRECTS = (
+    "PIP_TARGET",
+    "PIP_PREFIX",
+    "PIP_ROOT",
+    "PIP_USER",
+    "PIP_PYTHON",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONUSERBASE",
+    "PYTHONSTARTUP",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "UV_PYTHON",
+    "UV_SYSTEM_PYTHON",
+    "UV_TARGET",
+    "UV_PREFIX",
+    "UV_PROJECT_ENVIRONMENT",
+)
+
+
 def installer_env(environ: Mapping[str, str], tmpdir: str | None = None) -> dict[str, str]:
-    """ENVIRON for an installer run: no prompt can hang a non-interactive run, the
-    installer's own imports write no bytecode into the target, scratch files go to TMPDIR."""
-    env = dict(environ)
+    """ENVIRON for an installer run: nothing in it redirects the install, no prompt can hang
+    a non-interactive run, the installer's own imports write no bytecode into the target,
+    scratch files go to TMPDIR."""
+    env = {k: v for k, v in environ.items() if k not in _REDIRECTS}
     env.update({"PIP_NO_INPUT": "1", "PYTHONDONTWRITEBYTECODE": "1"})
     if tmpdir is not None:
         env["TMPDIR"] = tmpdir

@@ -1,6 +1,12 @@
 """Repairs that cannot make things worse, planned from the findings: reinstall damaged
-distributions at their installed versions through the environment's own installer, each
-plan verified on a simulation of its result before anything runs (``repair.run`` runs it).
+distributions at their installed versions through the environment's own installer, one
+installer call per installer and interpreter, each plan verified on a simulation of its result
+before anything runs (``repair.run`` runs it).
+
+Where a reinstall's wheel is at hand offline, the simulation writes what that wheel holds, and
+each reinstall is checked to put the missing paths back (``repair.verify``); otherwise it is
+"not verified". In a ``pip install --target`` folder the call also reinstalls every
+distribution whose files pip replaces with the damaged one's (``repair.targetdir``).
 """
 
 from __future__ import annotations
@@ -12,11 +18,14 @@ from typing import TYPE_CHECKING
 from libdoctor.analysis.run import run_checks
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, canonicalize_name
-from libdoctor.environment.installers import RUNNABLE, reinstall_argv
+from libdoctor.environment.installers import NO_PIP_UNINSTALL, RUNNABLE, reinstall_argv
 from libdoctor.environment.model import Environment
 from libdoctor.environment.target import Target
+from libdoctor.environment.wheel import read_wheel, wheel_distribution
 from libdoctor.findings import Finding, Severity
-from libdoctor.whatif.plan import Step, diff_findings, plan_uninstall, reinstall_step
+from libdoctor.repair.targetdir import plan_folder_reinstall, shared_entries
+from libdoctor.repair.verify import Verification, verify_reinstall
+from libdoctor.whatif.plan import Step, diff_findings, plan_uninstall, reinstall_together
 from libdoctor.whatif.simulation import Simulation
 
 if TYPE_CHECKING:
@@ -38,6 +47,11 @@ class FixPlan:
     predicted: tuple[Finding, ...]  # every finding of the simulated result
     new: tuple[Finding, ...]  # in the simulated result, not now: a step would break something
     notes: tuple[str, ...] = ()
+    verification: tuple[Verification, ...] = ()  # one per reinstalled distribution
+
+    def verified(self, step: Step) -> tuple[Verification, ...]:
+        dirs = {d.metadata_dir for d in step.dists}
+        return tuple(v for v in self.verification if v.dist.metadata_dir in dirs)
 
 
 _NOT_AUTOMATIC = {
@@ -45,6 +59,7 @@ _NOT_AUTOMATIC = {
     "keep (`libdoctor uninstall NAME --repair`); fix only reinstalls",
     "duplicate-distribution": "a stale metadata directory must be deleted by hand",
 }
+_DAMAGED = "its files are missing or altered"
 
 
 def _reinstallable(env: Environment) -> dict[tuple[str, ...], Distribution]:
@@ -61,11 +76,25 @@ def _reinstall_targets(
     """The distributions whose reinstall is FINDING's fix, or None if its fix is otherwise."""
     if finding.fix is None:
         return None
-    steps = finding.fix.steps or (finding.fix.argv,)
-    dists = [reinstallable.get(tuple(step)) for step in steps]
-    if not dists or any(d is None for d in dists):
-        return None
-    return [d for d in dists if d is not None]
+    found: list[Distribution] = []
+    for step in finding.fix.steps or (finding.fix.argv,):
+        dists = _split(step, reinstallable)
+        if dists is None:
+            return None
+        found += dists
+    return found or None
+
+
+def _split(
+    step: Sequence[str], reinstallable: Mapping[tuple[str, ...], Distribution]
+) -> list[Distribution] | None:
+    """The distributions one reinstall call names (one or several requirements at its end)."""
+    for count in range(1, len(step)):
+        base, requirements = tuple(step[:-count]), step[-count:]
+        dists = [reinstallable.get((*base, r)) for r in requirements]
+        if all(d is not None for d in dists):
+            return [d for d in dists if d is not None]
+    return None
 
 
 def _why_not(finding: Finding) -> str:
@@ -89,11 +118,22 @@ def _blocker(dist: Distribution) -> str | None:
 class _Decisions:
     """What plan_fix decided about each finding, in the order it decided."""
 
-    damaged: dict[str, Distribution] = field(default_factory=dict)  # to reinstall
-    addressed: list[Finding] = field(default_factory=list)
+    reinstalls: list[tuple[Finding, list[Distribution]]] = field(default_factory=list)
+    addressed: list[Finding] = field(default_factory=list)  # by an uninstall of leftovers
     not_handled: list[tuple[Finding, str]] = field(default_factory=list)
     leftovers: list[tuple[list[Distribution], Finding]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    why: dict[str, str] = field(default_factory=dict)  # metadata dir -> why it is reinstalled
+
+    def drop(self, dists: set[str], reason: str) -> None:
+        """Findings that needed any of DISTS are left to the user, for REASON."""
+        kept = []
+        for finding, needs in self.reinstalls:
+            if any(d.metadata_dir in dists for d in needs):
+                self.not_handled.append((finding, reason))
+            else:
+                kept.append((finding, needs))
+        self.reinstalls = kept
 
 
 def plan_fix(
@@ -103,31 +143,41 @@ def plan_fix(
     *,
     remove_leftovers: bool = False,
     libraries: LoaderContext | None = None,
+    wheels: Sequence[str] = (),
 ) -> FixPlan:
     """Installer commands that repair the current findings, verified on the simulated result.
 
     Damaged distributions (a finding whose fix is their reinstall) are reinstalled at their
-    installed version with ``--no-deps``. With REMOVE_LEFTOVERS, a distribution a
-    ``cuda-mixed-major`` finding names is uninstalled when ``plan_uninstall`` proves that safe,
-    or safe once its co-owners are reinstalled.
+    installed version with ``--no-deps``, all those of one installer and interpreter in one
+    call. With REMOVE_LEFTOVERS, a distribution a ``cuda-mixed-major`` finding names is
+    uninstalled when ``plan_uninstall`` proves that safe, or safe once its co-owners are
+    reinstalled. WHEELS are the wheel files the installer finds offline (its local
+    ``--find-links``): each reinstall is checked against them.
     """
     before = list(run_checks(env, disk, None, libraries) if findings is None else findings)
     decided = _sort_findings(env, before, remove_leftovers)
-    steps = _leftover_steps(env, disk, libraries, decided)
-    repaired = {s.dist.metadata_dir for s in steps if s.action == "reinstall" and s.dist}
-    for dist in sorted(decided.damaged.values(), key=lambda d: d.key):
-        if dist.metadata_dir not in repaired:
-            steps.append(reinstall_step(dist, env.target, "its files are missing or altered"))
-    predicted = _simulate(env, disk, libraries, steps) if steps else tuple(before)
+    leftover = _leftover_steps(env, disk, libraries, decided)
+    repairing = [d for s in leftover if s.action == "reinstall" for d in s.dists]
+    steps = [s for s in leftover if s.action != "reinstall"]
+    steps += _reinstall_steps(env, decided, repairing)
+    verification = tuple(
+        verify_reinstall(d, env, disk, wheels)
+        for s in steps
+        if s.action == "reinstall"
+        for d in s.dists
+    )
+    predicted = _simulate(env, disk, libraries, steps, verification) if steps else tuple(before)
+    addressed = {id(f) for f in [*decided.addressed, *(f for f, _ in decided.reinstalls)]}
     return FixPlan(
         target=env.target,
         before=tuple(before),
         steps=tuple(steps),
-        addressed=tuple(decided.addressed),
+        addressed=tuple(f for f in before if id(f) in addressed),
         not_handled=tuple(decided.not_handled),
         predicted=predicted,
         new=diff_findings(before, predicted).new,
         notes=tuple(decided.notes),
+        verification=verification,
     )
 
 
@@ -159,8 +209,7 @@ def _sort_findings(
         if blocked:
             decided.not_handled.append((finding, "; ".join(blocked)))
             continue
-        decided.damaged.update((d.metadata_dir, d) for d in targets)
-        decided.addressed.append(finding)
+        decided.reinstalls.append((finding, targets))
     return decided
 
 
@@ -172,6 +221,11 @@ def _leftover_steps(
     for dists, finding in decided.leftovers:
         plan = plan_uninstall(env, disk, [d.name for d in dists], libraries)
         names = ", ".join(plan.subjects)
+        if any(s.argv[0] == NO_PIP_UNINSTALL for s in plan.steps):
+            decided.not_handled.append(
+                (finding, f"pip cannot uninstall {names} from a `pip install --target` folder")
+            )
+            continue
         if plan.verdict == "breaks" and not plan.repair_is_safe:
             decided.notes.append(
                 f"{names} stay: uninstalling them breaks {len(plan.breaks)} thing(s) that "
@@ -184,20 +238,101 @@ def _leftover_steps(
         steps += plan.steps
         if plan.verdict == "breaks":
             steps += plan.repair
+            decided.why.update((s.dist.metadata_dir, s.reason) for s in plan.repair if s.dist)
         decided.addressed.append(finding)
     return steps
 
 
+def _reinstall_steps(
+    env: Environment, decided: _Decisions, repairing: Sequence[Distribution]
+) -> list[Step]:
+    """One reinstall call per installer and interpreter, for REPAIRING (the co-owners a
+    leftover's uninstall damages) and every damaged distribution; the calls the leftovers'
+    plans had are replaced by these."""
+    dists: dict[str, Distribution] = {d.metadata_dir: d for d in repairing}
+    damaged = {d.metadata_dir: d for _, needs in decided.reinstalls for d in needs}
+    for key in sorted(damaged, key=lambda k: damaged[k].key):
+        dists.setdefault(key, damaged[key])
+        decided.why.setdefault(key, _DAMAGED)
+    groups: dict[tuple[str, ...], list[Distribution]] = {}
+    for dist in dists.values():
+        groups.setdefault(reinstall_argv(dist, env.target)[:-1], []).append(dist)
+    steps: list[Step] = []
+    folder = env.target.target_dir
+    for base, members in groups.items():
+        along: list[Distribution] = []
+        if folder and "--upgrade" in base:
+            members, along = _through_folder(env, folder, members, decided)
+        if members:
+            steps.append(
+                reinstall_together([*members, *along], env.target, _reason(members, along, decided))
+            )
+    return steps
+
+
+def _through_folder(
+    env: Environment, folder: str, members: list[Distribution], decided: _Decisions
+) -> tuple[list[Distribution], list[Distribution]]:
+    """(the damaged that one pip call can reinstall into FOLDER, the others it must take
+    along); those whose reinstall would lose another's files are left to the user. (A
+    leftover's uninstall never runs here: pip cannot uninstall from a --target folder.) The
+    distributions findings name go first: a finding's fix already lists what comes along."""
+    named = {
+        (canonicalize_name(f.distribution.name), f.distribution.version)
+        for f, _ in decided.reinstalls
+        if f.distribution is not None
+    }
+    ok: list[Distribution] = []
+    along: dict[str, Distribution] = {}
+    ordered = sorted(members, key=lambda d: (d.key, d.version) not in named)
+    for dist in ordered:
+        needed = {d.metadata_dir for _, needs in decided.reinstalls for d in needs}
+        if dist.metadata_dir in along or dist.metadata_dir not in needed:
+            continue  # comes along already, or only a finding left to the user needed it
+        reinstall = plan_folder_reinstall([dist], env, folder)
+        if reinstall.blocker is not None:
+            decided.drop({dist.metadata_dir}, reinstall.blocker)
+            continue
+        ok.append(dist)
+        for other in reinstall.along:
+            along.setdefault(other.metadata_dir, other)
+            if (other.key, other.version) not in named:
+                shared = shared_entries(other, reinstall.dists, folder)
+                decided.why[other.metadata_dir] = f"pip replaces {shared} whole: its files go too"
+    chosen = {d.metadata_dir for d in ok}
+    return ok, [d for k, d in along.items() if k not in chosen]
+
+
+def _reason(
+    members: Sequence[Distribution], along: Sequence[Distribution], decided: _Decisions
+) -> str:
+    whys = [decided.why.get(d.metadata_dir, _DAMAGED) for d in [*members, *along]]
+    if len(set(whys)) == 1:
+        return whys[0] if len(whys) == 1 else whys[0].replace("its files", "their files")
+    return "; ".join(f"{d.name}: {w}" for d, w in zip([*members, *along], whys, strict=True))
+
+
 def _simulate(
-    env: Environment, disk: Disk, libraries: LoaderContext | None, steps: Sequence[Step]
+    env: Environment,
+    disk: Disk,
+    libraries: LoaderContext | None,
+    steps: Sequence[Step],
+    verification: Sequence[Verification],
 ) -> tuple[Finding, ...]:
-    """Every finding of the environment as it would be after STEPS."""
+    """Every finding of the environment as it would be after STEPS. A reinstall whose wheel
+    is at hand writes what that wheel holds; otherwise what the installed RECORD lists."""
+    wheels = {v.dist.metadata_dir: v.wheels[0] for v in verification if v.wheels}
     sim = Simulation(env, disk, libraries)
     for step in steps:
-        if step.dist is not None and step.action == "uninstall":
-            sim.uninstall(step.dist)
-        elif step.dist is not None:
-            sim.reinstall(step.dist)
+        for dist in step.dists:
+            if step.action == "uninstall":
+                sim.uninstall(dist)
+            elif dist.metadata_dir in wheels:
+                sim.uninstall(dist)
+                wheel = read_wheel(wheels[dist.metadata_dir])
+                sim.write(*wheel_distribution(wheel, env.target, dist.installer or "pip"))
+            else:
+                sim.reinstall(dist)
     return tuple(sim.findings())
 
 

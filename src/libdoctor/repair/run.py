@@ -18,8 +18,10 @@ from libdoctor.environment.installers import (
     RUNNABLE,
     InstallerOptions,
     Notify,
+    folder_entries,
     installer_env,
     run_installer,
+    unrunnable,
 )
 from libdoctor.environment.model import Environment, build_environment, is_inside
 from libdoctor.environment.target import Target
@@ -29,6 +31,7 @@ from libdoctor.findings import Finding
 from libdoctor.repair.backup import BackupSession
 from libdoctor.repair.journal import BackupInfo
 from libdoctor.repair.rollback import RestoreResult
+from libdoctor.repair.targetdir import replaced_files
 from libdoctor.whatif.plan import Step
 from libdoctor.whatif.simulation import removal_set
 
@@ -76,15 +79,20 @@ def touched_paths(step: Step, env: Environment, disk: Disk) -> tuple[str, ...]:
     A superset is harmless (it is only copied); a path missed here could not be restored.
     """
     paths: list[str] = []
-    current = None
-    if step.dist is not None:
-        current = next(
-            (d for d in env.distributions if d.metadata_dir == step.dist.metadata_dir), None
-        )
-    if current is not None and current.record is not None:
-        removal = removal_set(current, env, disk)
-        paths += removal.files
-        paths += _bytecode_of(removal.files, disk)
+    by_dir = {d.metadata_dir: d for d in env.distributions}
+    for planned in step.dists:
+        current = by_dir.get(planned.metadata_dir)
+        if current is not None and current.record is not None:
+            removal = removal_set(current, env, disk)
+            paths += removal.files
+            paths += _bytecode_of(removal.files, disk)
+    folder = env.target.target_dir
+    if folder and step.action == "reinstall" and "--upgrade" in step.argv:
+        # pip replaces each top-level entry it writes whole, unowned files and all
+        entries = {
+            e for d in step.dists for e in folder_entries(by_dir.get(d.metadata_dir, d), folder)
+        }
+        paths += replaced_files(folder, entries)
     if step.wheel is not None:
         wheel = read_wheel(step.wheel)
         for old in env.distributions:
@@ -119,7 +127,13 @@ class RunResult:
         return self.rollback is None and all(r.returncode == 0 for r in self.results)
 
 
-def _check_installers(steps: Sequence[Step], wrapper: Sequence[str]) -> None:
+def _check_installers(target: Target, steps: Sequence[Step], wrapper: Sequence[str]) -> None:
+    """Refuse before the first step: an interpreter that is a placeholder or not an absolute
+    path (PATH never chooses it), an installer libdoctor does not run, uv missing."""
+    for step in steps:
+        why = unrunnable(step.argv, target)
+        if why is not None:
+            raise LibdoctorError(why)
     if wrapper:
         return
     for step in steps:
@@ -147,7 +161,7 @@ def run_steps(
     An exception (Ctrl-C included) also rolls back, then propagates. A SIGKILL leaves the
     journal ``in-progress`` for ``libdoctor restore``.
     """
-    _check_installers(steps, wrapper)
+    _check_installers(target, steps, wrapper)
     say = notify or (lambda _text: None)
     session = BackupSession(backups, target.prefix, command)
     results: list[StepResult] = []

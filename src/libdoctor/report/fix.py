@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from libdoctor.findings import Finding
     from libdoctor.repair.fix import FixPlan
     from libdoctor.repair.run import RunResult
+    from libdoctor.repair.verify import Verification
+    from libdoctor.whatif.plan import Step
 
 # (key in the counts, one, many): "info" is a mass noun, "0 info" like "1 info".
 _COUNTED = (
@@ -84,13 +86,35 @@ def fix_dict(
     finding_dict = json_report.finding_dict
     return {
         "dry_run": dry_run,
-        "steps": [step_dict(s, options) for s in fix.steps],
+        "steps": [_step_dict(fix, s, options) for s in fix.steps],
         "addressed": [finding_dict(f) for f in fix.addressed],
         "not_handled": [{"finding": finding_dict(f), "reason": why} for f, why in fix.not_handled],
         "predicted": [finding_dict(f) for f in shown(fix.predicted)],
         "predicted_new": [finding_dict(f) for f in fix.new],
         "notes": list(fix.notes),
         **run_dict(result, fix.before, after),
+    }
+
+
+def _step_dict(fix: FixPlan, step: Step, options: InstallerOptions) -> dict[str, Any]:
+    """A step as ``plan`` shows it, with every distribution it acts on (one call may
+    reinstall several) and, for a reinstall, whether it really puts the missing paths back."""
+    out = step_dict(step, options)
+    out["distributions"] = [{"name": d.name, "version": d.version} for d in step.dists]
+    checked = fix.verified(step)
+    if checked:
+        out["verification"] = [_verification_dict(v) for v in checked]
+    return out
+
+
+def _verification_dict(check: Verification) -> dict[str, Any]:
+    return {
+        "distribution": {"name": check.dist.name, "version": check.dist.version},
+        "status": check.status,
+        "missing": [display(p) for p in check.missing],
+        "wheels": [display(w) for w in check.wheels],
+        "not_in_wheel": [display(p) for p in check.not_in_wheel],
+        "reason": check.reason,
     }
 
 
@@ -124,6 +148,8 @@ def run_dict(
         diff = diff_findings(shown(before), shown(after))
         out["resolved"] = [json_report.finding_dict(f) for f in diff.resolved]
         out["new"] = [json_report.finding_dict(f) for f in diff.new]
+        # Still there after the run (the exit code follows these and the new ones).
+        out["remaining"] = [json_report.finding_dict(f) for f in diff.kept]
         out["before"] = _counts(shown(before))
         out["after"] = _counts(shown(after))
     return out
@@ -165,6 +191,7 @@ def fix_lines(target: Target, fix: FixPlan, options: InstallerOptions) -> list[L
     if fix.steps:
         lines.append(Line.of(f"Plan ({plural(len(fix.steps), 'step')}):", "bold"))
         lines += steps_lines(fix.steps, options)
+        lines += _verification_lines(fix)
         lines.append(Line.of("Repairs:", "bold"))
         for finding in fix.addressed:
             lines.append(Line.of(f"  ✓ {finding.code}{_who(finding)}", "green"))
@@ -180,6 +207,25 @@ def fix_lines(target: Target, fix: FixPlan, options: InstallerOptions) -> list[L
                 Line.of(f"  warning: the plan itself would add {len(fix.new)} finding(s)", "yellow")
             )
     lines.append(Line.of())
+    return lines
+
+
+_MARKS = {"verified": ("✓", "green"), "not verified": ("?", "yellow"), "incomplete": ("✗", "red")}
+
+
+def _verification_lines(fix: FixPlan) -> list[Line]:
+    """Whether each reinstall's wheel holds what is missing: read from the wheel when it is
+    at hand offline, "not verified" when it is not."""
+    if not fix.verification:
+        return []
+    lines = [Line.of("Does each reinstall put the missing files back?", "bold")]
+    for check in fix.verification:
+        mark, style = _MARKS[check.status]
+        lines.append(
+            Line.of(f"  {mark} {check.dist.display}: {check.status}", style).plus(
+                f" ({display(check.reason)})", "dim"
+            )
+        )
     return lines
 
 
@@ -218,8 +264,11 @@ def run_lines(
     for finding in diff.resolved:
         lines.append(Line.of(f"  ✓ resolved {finding.code}{_who(finding)}", "green"))
     lines += findings_block("New:", diff.new, False, "bold red")
-    remaining = [f for f in shown(after) if f not in diff.new]
-    lines += findings_block("Still there:", remaining, False)
+    lines += findings_block("Still there after the run:", diff.kept, False)
+    failing = [f for f in (*diff.kept, *diff.new) if f.severity >= Severity.ERROR]
+    if failing:
+        verb = "remains" if len(failing) == 1 else "remain"
+        lines.append(Line.of(f"{plural(len(failing), 'error')} {verb} after the run", "bold red"))
     lines.append(
         Line.of(
             f"Backup {result.backup.id}: `libdoctor restore {result.backup.id}` "

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from libdoctor.analysis.run import run_checks
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, canonicalize_name
-from libdoctor.environment.installers import reinstall_argv, uninstall_argv
+from libdoctor.environment.installers import merge_reinstalls, reinstall_argv, uninstall_argv
 from libdoctor.environment.model import Environment
 from libdoctor.environment.target import Target
 from libdoctor.environment.wheel import WheelFile, wheel_distribution
@@ -43,6 +43,7 @@ __all__ = [
     "plan_install",
     "plan_uninstall",
     "reinstall_step",
+    "reinstall_together",
     "uninstall_step",
 ]
 
@@ -125,8 +126,9 @@ def diff_findings(before: Sequence[Finding], after: Sequence[Finding]) -> Findin
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One installer command. ``dist`` names the distribution it acts on (by metadata dir);
-    ``wheel`` the wheel file it installs."""
+    """One installer command. ``dist`` names the distribution it acts on (by metadata dir),
+    ``also`` the others a reinstall of several in one call acts on; ``wheel`` the wheel file
+    it installs. ``name`` and ``version`` are ``dist``'s."""
 
     action: StepAction
     argv: tuple[str, ...]
@@ -135,10 +137,16 @@ class Step:
     dist: Distribution | None = None
     wheel: str | None = None
     reason: str = ""
+    also: tuple[Distribution, ...] = ()
 
     @property
     def installer(self) -> str:
         return (self.dist.installer if self.dist and self.dist.installer else "pip").lower()
+
+    @property
+    def dists(self) -> tuple[Distribution, ...]:
+        """Every distribution the step acts on, ``dist`` first."""
+        return ((self.dist,) if self.dist is not None else ()) + self.also
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +271,13 @@ def reinstall_step(dist: Distribution, target: Target, reason: str = "") -> Step
     )
 
 
+def reinstall_together(dists: Sequence[Distribution], target: Target, reason: str = "") -> Step:
+    """One installer call that reinstalls every one of DISTS (one installer, one interpreter)."""
+    (argv,) = merge_reinstalls([reinstall_argv(d, target) for d in dists])
+    first = dists[0]
+    return Step("reinstall", argv, first.name, first.version, first, None, reason, tuple(dists[1:]))
+
+
 def plan_uninstall(
     env: Environment,
     disk: Disk,
@@ -319,10 +334,19 @@ def plan_uninstall(
 def _not_deleted_with(
     resolved: Sequence[Finding], removals: Sequence[Removal]
 ) -> tuple[Finding, ...]:
-    """A finding about files the uninstall deletes is gone with them, not resolved: a
-    library that needed the driver, removed, is no repair."""
+    """A need whose every requester the uninstall deletes is gone with them, not resolved:
+    removing the only library that needed the driver is no repair. (A finding about the
+    offending file itself, a shared path or foreign bytes, is resolved when that goes.)"""
     deleted = frozenset().union(*(r.paths for r in removals)) if removals else frozenset()
-    return tuple(f for f in resolved if not f.paths or not all(p in deleted for p in f.paths))
+    return tuple(
+        f
+        for f in resolved
+        if f.code not in _NEEDS or not f.paths or not all(p in deleted for p in f.paths)
+    )
+
+
+# Findings whose paths are the files that need something (their requesters).
+_NEEDS = frozenset({"unresolved-library", "driver-library-absent", "optional-library-missing"})
 
 
 def _uninstall_notes(env: Environment, removals: Sequence[Removal]) -> list[str]:
