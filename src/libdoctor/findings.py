@@ -28,6 +28,7 @@ Code = Literal[
     "shared-path",
     "shared-path-identical",
     "altered-files",
+    "record-mismatch-upstream",
     "duplicate-distribution",
     "record-invalid",
     "untracked-library",
@@ -67,6 +68,10 @@ _CODES: tuple[CodeInfo, ...] = (
         shown_by_default=False,
     ),
     CodeInfo("altered-files", "file size or hash differs from RECORD"),
+    CodeInfo(
+        "record-mismatch-upstream",
+        "a file differs from RECORD but is as installed: the wheel's own RECORD is wrong",
+    ),
     CodeInfo("duplicate-distribution", "two metadata directories for one distribution"),
     CodeInfo("record-invalid", "RECORD missing, malformed, or naming paths outside the prefix"),
     CodeInfo("untracked-library", "a shared library in a package directory that no RECORD claims"),

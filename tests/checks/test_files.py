@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -304,3 +305,51 @@ def test_pip_target_directory_is_checked_scripts_included(
         str(target / "bin/ldt-target-tool"),
         str(target / "tgt/lib/libt.so"),
     ]
+
+
+# ---------------------------------------------------------------- record-mismatch-upstream
+
+
+def _wrong_record(wheel: Path, path: str, size: int, digest: str) -> None:
+    """Rewrite the wheel's own RECORD row for PATH: the upstream packaging bug."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        members = {i.filename: archive.read(i) for i in archive.infolist()}
+    record = next(n for n in members if n.endswith(".dist-info/RECORD"))
+    rows = members[record].decode().splitlines()
+    members[record] = (
+        "\n".join(f"{path},{digest},{size}" if r.startswith(path + ",") else r for r in rows) + "\n"
+    ).encode()
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+
+
+@pytest.mark.parametrize("deep", [False, True], ids=["size", "hash"])
+def test_a_wheel_whose_own_record_is_wrong_is_upstream_not_altered(
+    deep: bool, new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor
+) -> None:
+    """The bytes are what the wheel shipped (unchanged since pip wrote RECORD): information
+    about an upstream bug. A file changed after the install is still altered."""
+    from support.wheels import record_hash
+
+    data = b"VALUE = 1\n"
+    wheel = make_wheel("ldt-upstream", "1.0", {"up/__init__.py": b"", "up/data.py": data})
+    if deep:  # same size, other bytes: only --deep sees it
+        _wrong_record(wheel, "up/data.py", len(data), record_hash(b"VALUE = 2\n"))
+    else:
+        _wrong_record(wheel, "up/data.py", len(data) + 3, record_hash(data))
+    venv = new_venv("upstream")
+    pip_install(venv, wheel)
+    args = ("--json", "--all", "--deep") if deep else ("--json", "--all")
+    doc = libdoctor.check(venv.path, *args).json()
+    (upstream,) = select(doc, "record-mismatch-upstream", "ldt-upstream")
+    assert upstream["severity"] == "info"
+    assert upstream["paths"] == [str(venv.site_packages / "up/data.py")]
+    assert select(doc, "altered-files", "ldt-upstream") == []
+    time.sleep(0.01)
+    (venv.site_packages / "up/__init__.py").write_bytes(b"# edited\n")
+    doc = libdoctor.check(venv.path, *args).json()
+    (altered,) = select(doc, "altered-files", "ldt-upstream")
+    assert altered["paths"] == [str(venv.site_packages / "up/__init__.py")]

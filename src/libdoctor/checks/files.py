@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.checks.shared import shared_paths
 from libdoctor.checks.verdict import Digests, RecordDigests, Verdict, judge
 from libdoctor.checks.wording import about, are, plural, ref, repair_fix, severity_for
-from libdoctor.disk.stat import Disk
+from libdoctor.disk.stat import Disk, FileState
 from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.installers import reinstall_argv, steps_fix
 from libdoctor.environment.model import Claim, Environment
@@ -296,8 +296,56 @@ def _missing_and_altered(
         if missing or unusable:
             findings.append(_missing_finding(env, dist, claims, missing, unusable))
         if altered:
+            upstream, altered = _as_installed(dist, altered, stat)
+            if upstream:
+                findings.append(_upstream_finding(dist, upstream))
+        if altered:
             findings += _altered_findings(env, dist, altered)
     return findings
+
+
+def _as_installed(
+    dist: Distribution, altered: list[tuple[Claim, Verdict]], stat: Callable[[str], FileState]
+) -> tuple[list[tuple[Claim, Verdict]], list[tuple[Claim, Verdict]]]:
+    """(unchanged since the install, changed after it): an installer writes RECORD after
+    every file it installs, so a file last changed no later than RECORD has the bytes the
+    wheel delivered, and a RECORD that disagrees with them came wrong in the wheel."""
+    if dist.external or dist.kind != "dist-info":
+        return [], altered
+    record = stat(os.path.join(dist.metadata_dir, "RECORD"))
+    if not record.is_file or record.error:
+        return [], altered
+    upstream = [(c, v) for c, v in altered if stat(c.path).mtime_ns <= record.mtime_ns]
+    later = [(c, v) for c, v in altered if stat(c.path).mtime_ns > record.mtime_ns]
+    return upstream, later
+
+
+def _upstream_finding(dist: Distribution, items: list[tuple[Claim, Verdict]]) -> Finding:
+    by = " and ".join(sorted({v.decided_by or "?" for _, v in items}))
+    what = plural(len(items), "file")
+    return Finding(
+        code="record-mismatch-upstream",
+        severity=Severity.INFO,
+        message=(
+            f"{dist.display}: {what} {'differs' if len(items) == 1 else 'differ'} from RECORD "
+            f"(by {by}) but {are(len(items))} unchanged since the installer wrote RECORD: the "
+            "bytes are the ones the wheel delivered, and the wheel's own RECORD is wrong (an "
+            "upstream packaging bug). Reinstalling gives the same bytes; report it upstream."
+        ),
+        distribution=ref(dist),
+        paths=tuple(sorted(c.path for c, _ in items)),
+        evidence={
+            "files": [
+                {
+                    "path": display(c.path),
+                    "expected_size": c.entry.size,
+                    "actual_size": v.actual_size,
+                }
+                for c, v in items
+            ],
+            "evidence": "each file's mtime is not later than the RECORD the installer wrote",
+        },
+    )
 
 
 def _missing_finding(
