@@ -159,7 +159,11 @@ def test_pins_direct_and_through_extras() -> None:
     assert not pins["nvidia-cudnn-cu13==9.24.0.43"].satisfied
     assert pins["nvidia-cuda-runtime==13.0.96.*"].installed == ()
     assert index.required_by(toolkit) == [torch]
-    assert index.required_by(cublas) == []  # only through an extra
+    # Through the extra torch asks for: cuda-toolkit[cublas] brings nvidia-cublas in.
+    assert index.required_by(cublas) == [toolkit]
+    (extra,) = [e for e in index.extras(toolkit) if e.name == "cublas"]
+    assert extra.evidence == "requested as cuda-toolkit[cublas] by torch 2.14.1"
+    assert extra.certain and not extra.inferred
 
 
 def test_frameworks_registry_reads_each_kind(tmp_path: Path) -> None:
