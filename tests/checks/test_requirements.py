@@ -25,9 +25,10 @@ from libdoctor.disk.stat import RealDisk
 from libdoctor.environment.model import build_environment
 from libdoctor.environment.target import from_directory
 from support.checkdoc import Doc, canon, check_ok
-from support.venvs import Libdoctor, Venv, VenvFactory, pip_env
+from support.stackfake import TorchStack
+from support.venvs import Libdoctor, Venv, VenvFactory, pip_env, pip_install
 from support.wheels import WheelFactory
-from support.zoo import lib, rewrite_record_row
+from support.zoo import Zoo, lib, rewrite_record_row
 
 CODES = (
     "requirement-missing",
@@ -378,8 +379,35 @@ def test_the_native_model_gives_the_full_models_requirement_findings(
     assert native_checks(native_model(target), RealDisk()) == full
 
 
-def test_the_zoo_has_no_requirement_findings(zoo_all: Doc) -> None:
+def test_the_zoo_has_no_requirement_findings(zoo: Zoo, zoo_all: Doc) -> None:
+    """Every file-level breakage the zoo holds, and no requirement problem: pip check agrees."""
     assert requirement_findings(zoo_all) == []
+    assert assert_superset_of_pip_check(zoo.venv, zoo_all) == []
+
+
+def test_a_frameworks_broken_pins_are_requirement_findings_too(
+    module_wheels: WheelFactory, new_venv: VenvFactory, libdoctor: Libdoctor
+) -> None:
+    """The stack test's state (test_pin_mismatch_and_missing_pin): torch pins a cuDNN other
+    than the installed one, and cuda-toolkit[cudart] (which torch asks for) needs a runtime
+    that is missing. pip check sees the first only; pin-mismatch stays the framework's view."""
+    stack = TorchStack(module_wheels)
+    venv = new_venv("pins")
+    pip_install(venv, stack.toolkit(), stack.cusparse13(), stack.cudnn13("9.20.0.1", 200))
+    pip_install(venv, stack.torch())
+    doc = check_ok(libdoctor.check(venv.path, "--json"))
+    assert assert_superset_of_pip_check(venv, doc) == [("conflict", "torch", "nvidia-cudnn-cu13")]
+    found = {(f["code"], f["evidence"]["name"]): f for f in requirement_findings(doc)}
+    assert set(found) == {
+        ("requirement-conflict", "nvidia-cudnn-cu13"),
+        ("requirement-missing", "nvidia-cuda-runtime"),
+    }
+    missing = found[("requirement-missing", "nvidia-cuda-runtime")]
+    assert missing["distribution"]["name"] == "cuda-toolkit"
+    assert missing["evidence"]["requirements"][0]["why"] == (
+        "through its extra cudart, requested as cuda-toolkit[cudart] by torch 2.14.1"
+    )
+    assert {f["code"] for f in doc["findings"]} >= {"pin-mismatch"}
 
 
 # --------------------------------------------------------------------------- real envs
