@@ -365,6 +365,26 @@ def test_egg_info_requirements_are_read_like_pip_reads_them(
     assert assert_superset_of_pip_check(venv, doc) == [("missing", "ldt-legacy", "ldt-tz")]
 
 
+def test_a_fix_installs_into_the_environment_not_the_base_it_inherits() -> None:
+    """A venv with the system site-packages: the base's old numpy is what the venv sees, and
+    the fix puts a good one in the venv (shadowing it), never into the base interpreter."""
+    from dataclasses import replace
+
+    from libdoctor.environment.model import Environment
+    from libdoctor.environment.target import SiteDir, Target
+    from support.dists import fake_dist
+
+    base = SiteDir("/base/site", "/base", inherited=True)
+    numpy = replace(fake_dist("numpy", "1.20.0", site="/base/site"), site=base)
+    pandas = fake_dist("pandas", "2.2.0", requires=["numpy>=1.26"])
+    target = Target("/env", "/env/bin/python", (SiteDir("/env/site", "/env"), base), "t", (3, 11))
+    env = Environment(target, (pandas, numpy), {}, (), {})
+    (finding,) = check_requirements(env, RealDisk())
+    assert finding.code == "requirement-conflict"
+    assert finding.fix is not None
+    assert finding.fix.argv == ("/env/bin/python", "-m", "pip", "install", "numpy>=1.26")
+
+
 def test_the_native_model_gives_the_full_models_requirement_findings(
     world: WheelFactory, new_venv: VenvFactory
 ) -> None:

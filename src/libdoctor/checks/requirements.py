@@ -83,9 +83,10 @@ def check_requirements(
     env: Environment, disk: Disk, requirements: RequirementIndex | None = None
 ) -> list[Finding]:
     index = RequirementIndex(env) if requirements is None else requirements
+    certain = {dist.metadata_dir: index.dependencies(dist) for dist in env.distributions}
     wanted: dict[str, list[Dependency]] = defaultdict(list)  # every certain requirement
-    for dist in env.distributions:
-        for dep in index.dependencies(dist):
+    for deps in certain.values():
+        for dep in deps:
             wanted[dep.key].append(dep)
     findings: list[Finding] = []
     phantoms: dict[str, int] = {}
@@ -94,7 +95,7 @@ def check_requirements(
         if invalid:
             findings.append(_invalid_finding(dist, invalid))
         by_key: dict[str, list[Dependency]] = defaultdict(list)
-        for dep in index.dependencies(dist):
+        for dep in certain[dist.metadata_dir]:
             by_key[dep.key].append(dep)
         for key, deps in by_key.items():
             problem = _problem(env, disk, index, dist, deps, phantoms)
@@ -129,7 +130,7 @@ def _problem(
 
 
 def _stated(index: RequirementIndex, deps: Sequence[Dependency]) -> str:
-    """ "numpy>=1.26 through its extra fast (requested as ...)", and-joined."""
+    """The requirements as read: each with what made it apply, and-joined."""
     parts = []
     for dep in deps:
         why = index.why(dep)
@@ -138,10 +139,7 @@ def _stated(index: RequirementIndex, deps: Sequence[Dependency]) -> str:
 
 
 def _finding(
-    env: Environment,
-    index: RequirementIndex,
-    problem: _Problem,
-    wanted: Sequence[Dependency],
+    env: Environment, index: RequirementIndex, problem: _Problem, wanted: Sequence[Dependency]
 ) -> Finding:
     requirer, installed = problem.requirer, problem.installed
     name = problem.deps[0].name
@@ -160,38 +158,58 @@ def _finding(
         ],
         "installed": [{"name": d.name, "version": d.version} for d in installed],
     }
-    fix: Fix | None
+    if problem.code == "requirement-phantom":
+        return _phantom_finding(env, problem, stated, evidence)
     if problem.code == "requirement-missing":
         message = f"{stated}, but {name} is not installed."
-        fix = _install_fix(env, wanted, requirer)
-    elif problem.code == "requirement-conflict":
-        versions = ", ".join(d.version for d in installed)
-        message = (
-            f"{stated}, but {name} {versions} {'is' if len(installed) == 1 else 'are'} installed."
-        )
-        fix = _install_fix(env, wanted, installed[0])
     else:
-        phantom = installed[0]
-        message = (
-            f"{stated}. {phantom.display} meets it in its metadata only: every native library "
-            f"it ships ({problem.natives}) is gone from disk, the phantom missing-files "
-            'reports. pip check, pip show and pip install ("already satisfied") all count it '
-            "as installed."
-        )
-        evidence["phantom"] = {
-            "name": phantom.name,
-            "version": phantom.version,
-            "native_libraries": problem.natives,
-            "see": "missing-files",
-        }
-        fix = repair_fix(phantom, env, note=f"the reinstall missing-files names for {phantom.name}")
+        versions = ", ".join(d.version for d in installed)
+        are = "is" if len(installed) == 1 else "are"
+        message = f"{stated}, but {name} {versions} {are} installed."
+    # Where the fix installs: beside the installed copy, else beside the requirer; into the
+    # environment's own site-packages rather than the base interpreter's it inherits.
+    like = _own(env, *installed[:1], requirer)
     return Finding(
         code=problem.code,
         severity=severity_for([requirer], Severity.ERROR),
         message=about(requirer, message),
         distribution=ref(requirer),
         evidence=evidence,
-        fix=None if requirer.external else fix,
+        fix=None if requirer.external else _install_fix(env, wanted, like),
+    )
+
+
+def _own(env: Environment, *candidates: Distribution) -> Distribution:
+    """The first candidate installed in the target's own site dirs, else any distribution
+    that is, else the first candidate."""
+    own = [d for d in candidates if not d.site.inherited]
+    own += [d for d in env.distributions if not d.site.inherited and not d.external]
+    return own[0] if own else candidates[0]
+
+
+def _phantom_finding(
+    env: Environment, problem: _Problem, stated: str, evidence: dict[str, Any]
+) -> Finding:
+    phantom = problem.installed[0]
+    message = (
+        f"{stated}. {phantom.display} meets it in its metadata only: every native library "
+        f"it ships ({problem.natives}) is gone from disk, the phantom missing-files "
+        'reports. pip check, pip show and pip install ("already satisfied") all count it '
+        "as installed."
+    )
+    evidence["phantom"] = {
+        "name": phantom.name,
+        "version": phantom.version,
+        "native_libraries": problem.natives,
+        "see": "missing-files",
+    }
+    return Finding(
+        code="requirement-phantom",
+        severity=severity_for([problem.requirer, phantom], Severity.ERROR),
+        message=about(phantom, message),
+        distribution=ref(problem.requirer),
+        evidence=evidence,
+        fix=repair_fix(phantom, env, note=f"the reinstall missing-files names for {phantom.name}"),
     )
 
 
