@@ -106,7 +106,11 @@ def test_deleted_library_is_unresolved_and_names_owner_and_fix(
     ]
     assert unresolved["fix"]["argv"][-1] == "cudnn-a==9.1"
     assert "--force-reinstall" in unresolved["fix"]["argv"]
-    assert {f["code"] for f in findings(run)} == {"unresolved-library", "missing-files"}
+    # torchy requires cudnn-a==9.1, still "installed" without its library: a phantom.
+    codes = {f["code"] for f in findings(run)}
+    assert codes == {"unresolved-library", "missing-files", "requirement-phantom"}
+    (phantom,) = findings(run, "requirement-phantom")
+    assert phantom["fix"]["argv"] == unresolved["fix"]["argv"]
 
 
 def test_truncated_library_is_found_and_broken_not_missing(
@@ -308,4 +312,4 @@ def test_no_libraries_option_skips_the_loader(
     venv, paths = seed
     paths["lib"].unlink()
     codes = {f["code"] for f in findings(libdoctor.check(venv.path, "--json", "--no-libraries"))}
-    assert codes == {"missing-files"}
+    assert codes == {"missing-files", "requirement-phantom"}  # no loader needed for either

@@ -141,3 +141,90 @@ def test_uninstall_breaks_the_other_and_its_fix_repairs_it(
     assert run.rc == 0, run.describe()
     assert run.json()["findings"] == []
     assert (site / "unin/lib/libunin.so.2").read_bytes() == lib("a")
+
+
+# ================================================================ the keeper, chosen by evidence
+
+
+def test_without_evidence_there_is_no_keeper_and_no_fix(zoo_default: Doc) -> None:
+    """Same size, no --deep, nobody requires either: keeping the last installed for being
+    last would be a guess."""
+    finding = only(select(zoo_default, "shared-path", "ldt-same-a"))
+    keep = finding["evidence"]["keep"]
+    assert (keep["name"], keep["by"]) == (None, None)
+    assert keep["reason"].startswith("nothing installed requires any of them")
+    assert "fix" not in finding
+
+
+def test_bytes_on_disk_decide_when_nothing_else_does(zoo_default: Doc) -> None:
+    finding = only(select(zoo_default, "shared-path", "ldt-ovr-a"))
+    keep = finding["evidence"]["keep"]
+    assert (canon(keep["name"]), keep["by"]) == ("ldt-ovr-b", "bytes-on-disk")
+    assert keep["reason"] == "its bytes are on disk"
+    assert finding["fix"]["note"].startswith("keeps ldt-ovr-b: its bytes are on disk")
+
+
+def test_the_required_claimant_is_kept_though_through_an_extra_and_overwritten(
+    new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor
+) -> None:
+    """ldt-user requires ldt-meta[gpu], whose gpu extra requires ldt-cud-a; ldt-cud-b, which
+    nothing requires, was installed last over ldt-cud-a's files. Keep ldt-cud-a."""
+    venv = new_venv("keeper")
+    shared = "cud/lib/libcud.so.9"
+    cud_a = make_wheel("ldt-cud-a", "1.0", {shared: lib("a")})
+    cud_b = make_wheel("ldt-cud-b", "2.0", {shared: lib("bbbb")})
+    meta = make_wheel(
+        "ldt-meta",
+        "1.0",
+        {"ldtmeta.py": b""},
+        requires=['ldt-cud-a; extra == "gpu"'],
+        extra_metadata=[("Provides-Extra", "gpu")],
+    )
+    user = make_wheel("ldt-user", "1.0", {"ldtuser.py": b""}, requires=["ldt-meta[gpu]"])
+    pip_install(venv, cud_a, meta, user)
+    pip_install(venv, cud_b)
+    finding = only(select(check_ok(libdoctor.check(venv.path, "--json")), "shared-path"))
+    assert canon(finding["evidence"]["on_disk_owner"]) == "ldt-cud-b"
+    claimants = {canon(c["name"]): c["required_by"] for c in finding["evidence"]["claimants"]}
+    assert claimants == {"ldt-cud-a": ["ldt-meta"], "ldt-cud-b": []}
+    keep = finding["evidence"]["keep"]
+    assert (canon(keep["name"]), keep["by"], keep["leaves_unmet"]) == (
+        "ldt-cud-a",
+        "requirement",
+        [],
+    )
+    assert keep["reason"] == (
+        "required by ldt-meta (ldt-cud-a through its extra gpu, requested as ldt-meta[gpu] by "
+        "ldt-user 1.0)"
+    )
+    run_fix(finding, make_wheel.dest)
+    after = check_ok(libdoctor.check(venv.path, "--json"))
+    assert after["findings"] == []
+    assert (venv.site_packages / shared).read_bytes() == lib("a")
+
+
+def test_the_claimant_built_for_the_frameworks_cuda_is_kept(
+    new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor
+) -> None:
+    """Nothing requires either cuDNN; torch is built for CUDA 13: keep the cu13 one, though
+    the cu12 one was installed last and its bytes are on disk."""
+    from support.stackfake import torch_version_py
+
+    venv = new_venv("cuda-keeper")
+    torch = make_wheel(
+        "torch", "2.14.1", {"torch/version.py": torch_version_py("2.14.1+cu130", "13.0")}
+    )
+    shared = "nvidia/cudnn/lib/libcudnn.so.9"
+    cu13 = make_wheel("nvidia-cudnn-cu13", "9.24.0.43", {shared: lib("cu13")})
+    cu12 = make_wheel("nvidia-cudnn-cu12", "9.10.2.21", {shared: lib("cu12-longer")})
+    pip_install(venv, torch, cu13)
+    pip_install(venv, cu12)
+    finding = only(select(check_ok(libdoctor.check(venv.path, "--json")), "shared-path"))
+    assert finding["evidence"]["on_disk_owner"] == "nvidia-cudnn-cu12"
+    keep = finding["evidence"]["keep"]
+    assert (keep["name"], keep["by"]) == ("nvidia-cudnn-cu13", "cuda-build")
+    assert keep["reason"] == "built for CUDA 13, as torch 2.14.1+cu130 (CUDA 13.0) is"
+    assert finding["fix"]["argv"][-1].endswith(
+        "uninstall --yes nvidia-cudnn-cu12 && "
+        f"{venv.python} -m pip install --force-reinstall --no-deps nvidia-cudnn-cu13==9.24.0.43"
+    )

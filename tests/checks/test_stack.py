@@ -225,7 +225,11 @@ def test_pins_direct_and_through_extras() -> None:
     assert not pins["nvidia-cudnn-cu13==9.24.0.43"].satisfied
     assert pins["nvidia-cuda-runtime==13.0.96.*"].installed == ()
     assert index.required_by(toolkit) == [torch]
-    assert index.required_by(cublas) == []  # only through an extra
+    # Through the extra torch asks for: cuda-toolkit[cublas] brings nvidia-cublas in.
+    assert index.required_by(cublas) == [toolkit]
+    (extra,) = [e for e in index.extras(toolkit) if e.name == "cublas"]
+    assert extra.evidence == "requested as cuda-toolkit[cublas] by torch 2.14.1"
+    assert extra.certain and not extra.inferred
 
 
 def test_frameworks_registry_reads_each_kind(tmp_path: Path) -> None:
@@ -748,6 +752,114 @@ def test_frameworks_of_the_same_major_or_none(
 def test_check_stack_without_loader_context_skips_foreign_bytes(overwritten: Venv) -> None:
     env = build_environment(from_directory(overwritten.path, "test"))
     assert codes(check_stack(env, RealDisk())) == ["cuda-mixed-major"]
+
+
+# --------------------------------------------------------------------------- needed through extras
+
+
+def jax_cuda12(wheels: WheelFactory) -> list[Path]:
+    """jax[cuda12] as real jax states it: jax's cuda12 extra asks for
+    jax-cuda12-plugin[with-cuda], whose with-cuda extra asks for the cu12 cuDNN."""
+    return [
+        wheels(
+            "jax",
+            "0.4.35",
+            {"jax/__init__.py": b""},
+            requires=['jax-cuda12-plugin[with-cuda]==0.4.35; extra == "cuda12"'],
+            extra_metadata=[("Provides-Extra", "cuda12")],
+        ),
+        wheels(
+            "jax-cuda12-plugin",
+            "0.4.35",
+            {"jax_plugins/xla_cuda12/__init__.py": b""},
+            requires=['nvidia-cudnn-cu12<10.0,>=9.1; extra == "with-cuda"'],
+            extra_metadata=[("Provides-Extra", "with-cuda")],
+        ),
+    ]
+
+
+def test_a_cudnn_jax_needs_through_its_extras_is_never_required_by_nothing(
+    stack: TorchStack, new_venv: VenvFactory, make_wheel: WheelFactory
+) -> None:
+    """torch (CUDA 13) and jax[cuda12]; the cu12 cuDNN installed last holds torch's libcudnn
+    path. It is jax's, through two extras: the fix reinstalls torch's cuDNN and keeps it."""
+    venv = new_venv("jax-and-torch")
+    pip_install(venv, *stack.coherent(), *jax_cuda12(make_wheel))
+    pip_install(venv, stack.cudnn12())
+    findings = stack_findings(venv)
+    foreign = only(findings, "foreign-bytes")
+    assert foreign.evidence["bytes_of"]["name"] == "nvidia-cudnn-cu12"
+    assert "required by nothing" not in foreign.message
+    assert (
+        "nvidia-cudnn-cu12 is required by jax-cuda12-plugin (nvidia-cudnn-cu12<10.0,>=9.1 "
+        "through its extra with-cuda, requested as jax-cuda12-plugin[with-cuda] by jax 0.4.35)"
+        in foreign.message
+    )
+    assert foreign.fix is not None
+    assert foreign.fix.steps == (
+        (str(venv.python), "-m", "pip", "install", "--force-reinstall", "--no-deps",
+         "nvidia-cudnn-cu13==9.24.0.43"),
+    )  # fmt: skip
+    mixed = only(findings, "cuda-mixed-major")
+    assert "different CUDA majors" in mixed.message and mixed.fix is None
+
+
+def test_shared_path_between_two_frameworks_cudnns_has_no_keeper(
+    stack: TorchStack, new_venv: VenvFactory, make_wheel: WheelFactory
+) -> None:
+    """torch requires the cu13 cuDNN, jax the cu12 one, each framework built for its own:
+    no evidence says which to keep, and the last installed is not evidence."""
+    venv = new_venv("two-keepers")
+    pip_install(venv, *stack.coherent(), *jax_cuda12(make_wheel))
+    pip_install(venv, stack.cudnn12())
+    env = build_environment(from_directory(venv.path, "test"))
+    (shared,) = [f for f in check_files(env, RealDisk()) if f.code == "shared-path"]
+    assert shared.evidence["on_disk_owner"] == "nvidia-cudnn-cu12"
+    keep = shared.evidence["keep"]
+    assert (keep["name"], keep["by"]) == (None, None)
+    assert keep["reason"].startswith("each is required (")
+    assert "nvidia-cudnn-cu13 by torch (nvidia-cudnn-cu13==9.24.0.43)" in keep["reason"]
+    assert "nvidia-cudnn-cu12 by jax-cuda12-plugin" in keep["reason"]
+    assert shared.fix is None
+
+
+def test_tensorflow_and_cuda_keeps_its_cudnn_out_of_the_leftovers(
+    stack: TorchStack, new_venv: VenvFactory, make_wheel: WheelFactory
+) -> None:
+    """``pip install 'tfish[and-cuda]'`` beside a CUDA 13 torch: tfish is no framework
+    libdoctor models, so CUDA 12 is "a major no framework uses", but the cu12 cuDNN is
+    tfish's through its extra (inferred: every requirement of and-cuda is installed)."""
+    venv = new_venv("tfish")
+    tfish = make_wheel(
+        "tfish",
+        "2.20.0",
+        {"tfish/__init__.py": b""},
+        requires=['nvidia-cudnn-cu12==9.10.2.21; extra == "and-cuda"'],
+        extra_metadata=[("Provides-Extra", "and-cuda")],
+    )
+    pip_install(venv, *stack.coherent(), tfish)
+    pip_install(venv, stack.cudnn12())
+    findings = stack_findings(venv)
+    mixed = only(findings, "cuda-mixed-major")
+    (package,) = mixed.evidence["packages"]
+    assert package["name"] == "nvidia-cudnn-cu12"
+    assert package["required_by"] == ["tfish"] and not package["leftover"]
+    assert not package["uninstalled_by_fix"] and mixed.fix is None
+    assert "all of and-cuda's requirements are installed" in mixed.message
+    foreign = only(findings, "foreign-bytes")
+    assert foreign.fix is not None and "nvidia-cudnn-cu12 stays" in foreign.fix.note
+    # The shared path: both required; torch's CUDA build says keep cu13, and the note says
+    # what that leaves unmet.
+    env = build_environment(from_directory(venv.path, "test"))
+    (shared,) = [f for f in check_files(env, RealDisk()) if f.code == "shared-path"]
+    keep = shared.evidence["keep"]
+    assert (keep["name"], keep["by"]) == ("nvidia-cudnn-cu13", "cuda-build")
+    assert keep["leaves_unmet"] == [
+        "nvidia-cudnn-cu12 (required by tfish (nvidia-cudnn-cu12==9.10.2.21 through its extra "
+        "and-cuda, inferred: tfish was requested directly and all of and-cuda's requirements "
+        "are installed))"
+    ]
+    assert shared.fix is not None and "leaves unmet" in shared.fix.note
 
 
 # --------------------------------------------------------------------------- real tier

@@ -27,6 +27,7 @@ from support.venvs import (
     Venv,
     VenvFactory,
     diff_snapshots,
+    pip_env,
     pip_install,
     pip_uninstall,
     snapshot,
@@ -106,8 +107,18 @@ def test_plan_uninstall_predicts_the_unresolved_library(seed_plan: Doc, seed_ven
     assert unresolved["distribution"]["name"] == "torchlike"
     assert any(p.endswith(".so") and "/torchlike/_C" in p for p in unresolved["paths"])
     assert "import torchlike._C fails" in unresolved["message"]
-    assert seed_plan["plan"]["breaks"] == 2
-    assert seed_plan["summary"]["errors"] == 2
+    assert seed_plan["plan"]["breaks"] == 3
+    assert seed_plan["summary"]["errors"] == 3
+
+
+def test_plan_uninstall_predicts_the_requirement_met_by_a_phantom(seed_plan: Doc) -> None:
+    """torchlike requires cudnn-a==9.1.0: still "installed", but its library goes with
+    cudnn-b's files. pip check would call that satisfied."""
+    (phantom,) = new_findings(seed_plan, "requirement-phantom")
+    assert phantom["distribution"] == {"name": "torchlike", "version": "1.0"}
+    assert phantom["evidence"]["name"] == "cudnn-a"
+    assert phantom["evidence"]["phantom"]["native_libraries"] == 1
+    assert phantom["fix"]["argv"][-1] == "cudnn-a==9.1.0"  # the reinstall of missing-files
 
 
 def test_plan_uninstall_names_the_co_owned_files(seed_plan: Doc, seed_venv: Venv) -> None:
@@ -137,7 +148,7 @@ def test_plan_uninstall_text(seed_venv: Venv, cli: Cli) -> None:
     run = cli("plan", "uninstall", "cudnn-b", seed_venv.path)
     assert run.rc == 1, run.describe()
     out = run.stdout
-    assert "Verdict: breaks 2 things (safe with the sequence above)" in out
+    assert "Verdict: breaks 3 things (safe with the sequence above)" in out
     assert "missing-files  cudnn-a 9.1.0" in out
     assert "unresolved-library" in out
     assert f"libdoctor uninstall cudnn-b --repair {seed_venv.path}" in out
@@ -209,11 +220,13 @@ def test_plan_uninstall_of_a_sole_owner_is_safe(clean_venv: Venv, cli: Cli) -> N
 def test_plan_uninstall_of_the_only_provider_breaks_with_no_repair(
     clean_venv: Venv, cli: Cli
 ) -> None:
-    """Nobody else ships libcudnn.so.9: no reinstall makes it safe, and the plan says so."""
+    """Nobody else ships libcudnn.so.9: no reinstall makes it safe, and the plan says so.
+    torchlike also requires cudnn-a by name."""
     run = cli("plan", "uninstall", "cudnn-a", clean_venv.path, "--json")
     assert run.rc == 1, run.describe()
     plan = run.json()["plan"]
-    assert [f["code"] for f in plan["new_findings"]] == ["unresolved-library"]
+    codes = sorted(f["code"] for f in plan["new_findings"])
+    assert codes == ["requirement-missing", "unresolved-library"]
     assert plan["safe_sequence"] is None
 
 
@@ -309,15 +322,105 @@ def test_plan_install_of_an_upgrade_that_drops_the_library(
     assert run.rc == 1, run.describe()
     doc = run.json()
     assert "cudnn-a 10.0.0 replaces the installed cudnn-a 9.1.0" in doc["plan"]["notes"][0]
-    assert [f["code"] for f in doc["plan"]["new_findings"]] == ["unresolved-library"]
+    # torchlike pins cudnn-a==9.1.0: the upgrade breaks that requirement too.
+    new = sorted(f["code"] for f in doc["plan"]["new_findings"])
+    assert new == ["requirement-conflict", "unresolved-library"]
     assert doc["plan"]["overwrites"] == []
     pip_install(venv, upgrade)
     real = cli("check", venv.path, "--json").json()
-    assert [f["code"] for f in real["findings"] if f["severity"] == "error"] == [
-        "unresolved-library"
-    ]
+    assert sorted(f["code"] for f in real["findings"] if f["severity"] == "error") == new
     same = cli("plan", "install", upgrade, venv.path)
     assert same.rc == 0 and "already installed: pip would do nothing" in same.stdout
+
+
+# =============================================================================== requirements
+
+
+@pytest.fixture(scope="module")
+def numpy_world(module_wheels: WheelFactory) -> dict[str, Path]:
+    """ldt-pandas requires ldt-numpy>=1.26; an old ldt-numpy; a wheel needing what is absent."""
+    w = module_wheels
+    return {
+        "numpy": w("ldt-numpy", "1.26.0", {"ldtnumpy/__init__.py": b""}),
+        "old-numpy": w("ldt-numpy", "1.20.0", {"ldtnumpy/__init__.py": b""}),
+        "pandas": w(
+            "ldt-pandas", "2.2.0", {"ldtpandas/__init__.py": b""}, requires=["ldt-numpy>=1.26"]
+        ),
+        "needy": w("ldt-needy", "1.0", {"ldtneedy.py": b""}, requires=["ldt-elsewhere>=2"]),
+    }
+
+
+@pytest.fixture
+def numpy_venv(new_venv: VenvFactory, numpy_world: dict[str, Path]) -> Venv:
+    venv = new_venv("numpy-pandas")
+    pip_install(venv, numpy_world["numpy"], numpy_world["pandas"])
+    return venv
+
+
+def _pip_check(venv: Venv) -> str:
+    done = subprocess.run(
+        [str(venv.python), "-m", "pip", "check"],
+        env=pip_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout
+
+
+def test_plan_uninstall_of_a_requirement_breaks_and_names_the_requirer(
+    numpy_venv: Venv, cli: Cli
+) -> None:
+    """``pip uninstall ldt-numpy`` deletes no file another owns, and pip check was clean
+    before: the plan still says it breaks ldt-pandas. Then pip does it, and check agrees."""
+    run = cli("plan", "uninstall", "ldt-numpy", numpy_venv.path, "--json")
+    assert run.rc == 1, run.describe()
+    doc = run.json()
+    assert doc["plan"]["verdict"] == "breaks" and doc["plan"]["co_owned"] == []
+    (missing,) = new_findings(doc, "requirement-missing")
+    assert missing["distribution"] == {"name": "ldt-pandas", "version": "2.2.0"}
+    assert missing["evidence"]["name"] == "ldt-numpy"
+    text = cli("plan", "uninstall", "ldt-numpy", numpy_venv.path).stdout
+    assert "requirement-missing  ldt-pandas 2.2.0" in text and "Verdict: breaks" in text
+    pip_uninstall(numpy_venv, "ldt-numpy")
+    assert "ldt-pandas 2.2.0 requires ldt-numpy, which is not installed." in _pip_check(numpy_venv)
+    real = cli("check", numpy_venv.path, "--json").json()
+    assert [(f["code"], f["distribution"]) for f in real["findings"]] == [
+        (f["code"], f["distribution"]) for f in doc["plan"]["new_findings"]
+    ]
+
+
+def test_plan_uninstall_of_what_nothing_requires_stays_safe(numpy_venv: Venv, cli: Cli) -> None:
+    run = cli("plan", "uninstall", "ldt-pandas", numpy_venv.path, "--json")
+    assert run.rc == 0, run.describe()
+    assert run.json()["plan"]["verdict"] == "safe"
+
+
+def test_plan_install_of_a_conflicting_wheel_breaks_the_requirer(
+    numpy_venv: Venv, numpy_world: dict[str, Path], cli: Cli
+) -> None:
+    run = cli("plan", "install", numpy_world["old-numpy"], numpy_venv.path, "--json")
+    assert run.rc == 1, run.describe()
+    doc = run.json()
+    (conflict,) = new_findings(doc, "requirement-conflict")
+    assert conflict["distribution"]["name"] == "ldt-pandas"
+    assert conflict["evidence"]["installed"] == [{"name": "ldt-numpy", "version": "1.20.0"}]
+    pip_install(numpy_venv, numpy_world["old-numpy"])
+    assert "ldt-pandas 2.2.0 has requirement ldt-numpy>=1.26" in _pip_check(numpy_venv)
+    real = cli("check", numpy_venv.path, "--json").json()
+    assert [f["code"] for f in real["findings"]] == ["requirement-conflict"]
+
+
+def test_plan_install_of_a_wheel_with_unmet_requirements_leaves_them_to_pip(
+    numpy_venv: Venv, numpy_world: dict[str, Path], cli: Cli
+) -> None:
+    """pip installs what a wheel requires along with it (or fails): not breakage, a note."""
+    run = cli("plan", "install", numpy_world["needy"], numpy_venv.path, "--json")
+    assert run.rc == 0, run.describe()
+    plan = run.json()["plan"]
+    assert plan["verdict"] == "safe" and plan["new_findings"] == []
+    (note,) = [n for n in plan["notes"] if "ldt-elsewhere" in n]
+    assert "pip resolves this itself when it installs ldt-needy" in note
 
 
 # =============================================================================== units

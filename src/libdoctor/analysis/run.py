@@ -68,12 +68,16 @@ def native_checks(
     digests: Digests | Callable[[], Digests | None] | None = None,
     libraries: LoaderContext | Callable[[], LoaderContext] | None = None,
 ) -> list[Finding]:
-    """The loader and stack checks: ELF files and frameworks, independent of the file checks.
+    """The loader, stack and requirement checks: ELF files, frameworks and Requires-Dist,
+    independent of the file checks, needing no RECORD row but those of shared objects (so a
+    forked child runs them on ``overlap.native_model``, packaging imported there only).
 
     DIGESTS may be a function: called only when the stack checks need them, after the loader
     work, so a forked child can start before the hashing that produces them is done.
     """
+    from libdoctor.checks.requirements import check_requirements
     from libdoctor.checks.stack import check_stack
+    from libdoctor.environment.requirements import RequirementIndex
 
     findings: list[Finding] = []
     analysis = None
@@ -85,7 +89,9 @@ def native_checks(
 
         analysis = analyse(env, disk, libraries)
         findings += check_libraries(analysis, disk)
-    findings += check_stack(env, disk, digests, analysis)
+    requirements = RequirementIndex(env)  # parses nothing until asked
+    findings += check_stack(env, disk, digests, analysis, requirements=requirements)
+    findings += check_requirements(env, disk, requirements)
     return findings
 
 

@@ -2,22 +2,30 @@
 
 Codes: shared-path (different contents: an install overwrote another's files, and uninstalling
 either deletes them for both), shared-path-identical (same contents; info only).
+
+The fix keeps one claimant, chosen by evidence, in this order: the one the environment
+requires (its installed distributions' requirements, through the extras they are installed
+with); the one built for the CUDA major of an installed framework; the one whose bytes are on
+disk. Never the last installed for being last: without evidence there is no fix.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from libdoctor.checks.verdict import Digests, judge
 from libdoctor.checks.wording import are, plural, severity_for
 from libdoctor.disk.stat import Disk
-from libdoctor.environment.distributions import Distribution, required_names
+from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.installers import reinstall_argv, steps_fix, uninstall_argv
 from libdoctor.environment.model import Claim, Environment
 from libdoctor.environment.paths import display, is_bytecode
+from libdoctor.environment.requirements import RequirementIndex
 from libdoctor.findings import Finding, Fix, Severity
+from libdoctor.stack.cuda import cuda_major_of
+from libdoctor.stack.frameworks import detect_frameworks
 
 
 def _claims_differ(claims: Sequence[Claim]) -> bool:
@@ -42,13 +50,15 @@ class _SharedGroup:
     decided_by: set[str]
 
 
-def _requirers(env: Environment) -> dict[str, list[Distribution]]:
-    """canonical name -> installed distributions that require it (markers evaluated here)."""
-    required: dict[str, list[Distribution]] = defaultdict(list)
-    for dist in env.distributions:
-        for name in required_names(dist):
-            required[name].append(dist)
-    return required
+@dataclass(frozen=True, slots=True)
+class Keeper:
+    """The claimant a shared-path fix keeps and the evidence that chose it; or, with no
+    ``dist``, why no evidence decides."""
+
+    dist: Distribution | None
+    evidence: str | None  # "requirement" | "cuda-build" | "bytes-on-disk"
+    reason: str  # "required by torchlike (cudnn-a==9.1.0)"
+    unmet: tuple[str, ...] = ()  # requirements the removal of the others leaves unmet
 
 
 def shared_paths(
@@ -90,18 +100,21 @@ def shared_paths(
             covered.add(path)
         else:
             group.foreign.append(path)
-    findings = [_shared_finding(env, g) for g in groups.values()]
+    findings: list[Finding] = []
+    if groups:  # requirements parsed only for a finding that chooses what to keep
+        index = RequirementIndex(env)
+        findings = [_shared_finding(env, g, index) for g in groups.values()]
     findings += [
         _identical_finding(identical_claimants[key], paths) for key, paths in identical.items()
     ]
     return findings, covered
 
 
-def _shared_finding(env: Environment, group: _SharedGroup) -> Finding:
+def _shared_finding(env: Environment, group: _SharedGroup, index: RequirementIndex) -> Finding:
     n = len(group.paths)
     owner = _bytes_owner(group)
     decided_by = "hash" if "hash" in group.decided_by else ("size" if group.decided_by else None)
-    required = _requirers(env)
+    keeper = _choose_keeper(env, group.claimants, owner, index)
     return Finding(
         code="shared-path",
         severity=severity_for(group.claimants, Severity.ERROR),
@@ -113,7 +126,7 @@ def _shared_finding(env: Environment, group: _SharedGroup) -> Finding:
                     "name": d.name,
                     "version": d.version,
                     "on_disk": group.on_disk.get(d.metadata_dir, 0),
-                    "required_by": sorted({r.name for r in required.get(d.key, [])}),
+                    "required_by": sorted({r.name for r in index.required_by(d)}),
                 }
                 for d in group.claimants
             ],
@@ -123,8 +136,15 @@ def _shared_finding(env: Environment, group: _SharedGroup) -> Finding:
             "match_no_claimant": [display(p) for p in group.foreign],
             "absent": [display(p) for p in group.absent],
             "uninstall_would_delete": {d.name: n for d in group.claimants},
+            "keep": {
+                "name": keeper.dist.name if keeper.dist else None,
+                "version": keeper.dist.version if keeper.dist else None,
+                "by": keeper.evidence,
+                "reason": keeper.reason,
+                "leaves_unmet": list(keeper.unmet),
+            },
         },
-        fix=_keep_one_fix(env, group.claimants, owner, required),
+        fix=_keep_one_fix(env, group.claimants, keeper),
     )
 
 
@@ -162,35 +182,76 @@ def _shared_message(group: _SharedGroup, owner: Distribution | None, decided_by:
 
 
 def _keep_one_fix(
-    env: Environment,
-    claimants: Sequence[Distribution],
-    owner: Distribution | None,
-    required: Mapping[str, list[Distribution]],
+    env: Environment, claimants: Sequence[Distribution], keeper: Keeper
 ) -> Fix | None:
     """Uninstall every claimant but one, then reinstall that one to restore its files."""
-    keep, why = _choose_keeper(claimants, owner, required)
+    keep = keeper.dist
     if keep is None:
         return None
     removed = [d for d in claimants if d is not keep]
+    note = f"keeps {keep.name}: {keeper.reason}"
+    if keeper.unmet:
+        note += f"; the uninstall leaves unmet: {', '.join(keeper.unmet)}"
     return steps_fix(
         *(uninstall_argv(d, env.target) for d in removed),
         reinstall_argv(keep, env.target),
-        note=f"keeps {keep.name} ({why}); to keep another instead, swap the names",
+        note=note + "; to keep another instead, swap the names",
     )
 
 
 def _choose_keeper(
+    env: Environment,
     claimants: Sequence[Distribution],
     owner: Distribution | None,
-    required: Mapping[str, list[Distribution]],
-) -> tuple[Distribution | None, str]:
-    wanted = [d for d in claimants if required.get(d.key)]
+    index: RequirementIndex,
+) -> Keeper:
+    """The claimant to keep, by evidence: the one the environment requires (through the
+    extras it is installed with too); among several (or none), the one built for an
+    installed framework's CUDA major; then, if nothing requires more than one, the one whose
+    bytes are on disk. Several required and no CUDA build to choose: no keeper, since
+    removing any breaks what requires it."""
+    wanted = [d for d in claimants if index.required_by(d)]
     if len(wanted) == 1:
-        users = ", ".join(sorted({r.name for r in required[wanted[0].key]}))
-        return wanted[0], f"required by {users}"
+        return Keeper(wanted[0], "requirement", f"required by {index.requirers_text(wanted[0])}")
+    chosen = _by_cuda_build(env, wanted or claimants)
+    if chosen is not None:
+        keep, reason = chosen
+        unmet = tuple(
+            f"{d.name} (required by {index.requirers_text(d)})" for d in wanted if d is not keep
+        )
+        return Keeper(keep, "cuda-build", reason, unmet)
+    if wanted:
+        needs = "; ".join(f"{d.name} by {index.requirers_text(d)}" for d in wanted)
+        return Keeper(
+            None,
+            None,
+            f"each is required ({needs}): uninstalling any breaks what requires it, and no "
+            "installed framework's CUDA build tells which this environment needs",
+        )
     if owner is not None:
-        return owner, "its bytes are on disk"
-    return None, ""
+        return Keeper(owner, "bytes-on-disk", "its bytes are on disk")
+    return Keeper(
+        None,
+        None,
+        "nothing installed requires any of them, no installed framework is built for the "
+        "CUDA of just one, and the bytes on disk are none of theirs, or not told apart",
+    )
+
+
+def _by_cuda_build(
+    env: Environment, candidates: Sequence[Distribution]
+) -> tuple[Distribution, str] | None:
+    """The one candidate built for the CUDA major of an installed framework, and why."""
+    builds = [b for b in detect_frameworks(env) if b.cuda_major is not None]
+    if not builds:
+        return None
+    matching = []
+    for dist in candidates:
+        package = cuda_major_of(dist)
+        build = next((b for b in builds if package and b.cuda_major == package.major), None)
+        if package is not None and build is not None:
+            matching.append((dist, f"built for CUDA {package.major}, as {build.display} is"))
+    return matching[0] if len(matching) == 1 else None
 
 
 def _identical_finding(claimants: Sequence[Distribution], paths: list[str]) -> Finding:

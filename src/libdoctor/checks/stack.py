@@ -3,7 +3,8 @@
 Codes: cuda-mixed-major, pin-mismatch, foreign-bytes, model-unknown.
 
 - ``cuda-mixed-major``: CUDA packages (nvidia-*, cuda-toolkit, ...) for a CUDA major no
-  installed framework is built for, grouped per major, with who requires each; or frameworks
+  installed framework is built for, grouped per major, with who requires each (through the
+  extras they are installed with too: ``tensorflow[and-cuda]``); or frameworks
   built for different majors. The fix uninstalls the packages nothing else requires and then
   reinstalls every distribution that the uninstall damages (pip deletes every RECORD path,
   the ones another distribution also claims included).
@@ -26,10 +27,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from libdoctor.checks.requirements import install_argv
 from libdoctor.checks.verdict import Digests, judge
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution
-from libdoctor.environment.installers import python_for, reinstall_argv, steps_fix, uninstall_argv
+from libdoctor.environment.installers import reinstall_argv, steps_fix, uninstall_argv
 from libdoctor.environment.model import Claim, Environment, is_inside
 from libdoctor.environment.paths import display, is_bytecode, is_native
 from libdoctor.environment.requirements import Pin, RequirementIndex
@@ -46,7 +48,6 @@ from libdoctor.stack.preload import (
 )
 
 if TYPE_CHECKING:
-    from libdoctor.environment.target import Target
     from libdoctor.loader.extensions import LibraryAnalysis
     from libdoctor.loader.model import Closure, Resolution
 
@@ -79,9 +80,11 @@ def analyse_stack(
     disk: Disk,
     analysis: LibraryAnalysis | None = None,
     reader: Reader = read_file,
+    requirements: RequirementIndex | None = None,
 ) -> StackAnalysis:
+    """REQUIREMENTS: the environment's index, when the caller shares one between checks."""
     builds = tuple(detect_frameworks(env, reader))
-    requirements = RequirementIndex(env)
+    requirements = RequirementIndex(env) if requirements is None else requirements
     choices: dict[str, ModelChoice] = {}
     starts: dict[str, TorchStart] = {}
     sys_path = [site.path for site in env.target.site_dirs]
@@ -104,13 +107,15 @@ def check_stack(
     analysis: LibraryAnalysis | None = None,
     *,
     reader: Reader = read_file,
+    requirements: RequirementIndex | None = None,
 ) -> list[Finding]:
     """All stack findings. Without ANALYSIS (no loader context) foreign-bytes is skipped.
 
     DIGESTS may be a function, called only if foreign-bytes needs them (last, so that work
-    done in a forked child overlaps with the hashing that produces them).
+    done in a forked child overlaps with the hashing that produces them). REQUIREMENTS: the
+    environment's index, shared with the requirement checks (each line parsed once).
     """
-    stack = analyse_stack(env, disk, analysis, reader)
+    stack = analyse_stack(env, disk, analysis, reader, requirements)
     if not stack.builds:
         return []
     findings = _mixed_major(env, stack)
@@ -153,15 +158,6 @@ def removal_fix(env: Environment, removed: Sequence[Distribution], note: str = "
     else:
         text = "the uninstall deletes no file another distribution claims"
     return steps_fix(*steps, note=f"{note}; {text}" if note else text)
-
-
-def install_argv(requirement: str, like: Distribution, target: Target) -> tuple[str, ...]:
-    """Install REQUIREMENT (no deps) with the installer that manages LIKE."""
-    python = python_for(like, target) or "python"
-    installer = (like.installer or "pip").strip().lower()
-    if installer == "uv":
-        return ("uv", "pip", "install", "--no-deps", "--python", python, requirement)
-    return (python, "-m", "pip", "install", "--no-deps", requirement)
 
 
 # --------------------------------------------------------------------------- cuda-mixed-major
@@ -238,7 +234,7 @@ def _mixed_group(
     for package in packages:
         users = required[package.dist.metadata_dir]
         who = (
-            f"required by {', '.join(_names(users))}"
+            f"required by {stack.requirements.requirers_text(package.dist)}"
             if users
             else "required by nothing: a leftover"
         )
@@ -251,7 +247,9 @@ def _mixed_group(
     kept = [p.dist for p in packages if p.dist.metadata_dir not in removable_dirs]
     note = ""
     if kept:
-        note = f"keeps {', '.join(_names(kept))}, which other installed packages require"
+        note = "keeps " + "; ".join(
+            f"{d.name}, required by {stack.requirements.requirers_text(d)}" for d in kept
+        )
         message += " Uninstalling the leftovers is the fix; mind what else they share paths with."
     fix = removal_fix(env, removable, note) if removable else None
     return Finding(
@@ -311,7 +309,7 @@ def _pin_finding(env: Environment, build: FrameworkBuild, pin: Pin) -> Finding:
         "library loads without a word until a symbol or a kernel is missing."
     )
     fix = steps_fix(
-        install_argv(pin.requirement, installed or build.dist, env.target),
+        install_argv(pin.requirement, installed or build.dist, env.target, deps=False),
         note=f"installs the version {build.dist.name} was built against",
     )
     return Finding(
@@ -601,9 +599,9 @@ def _foreign_fix(
         return (
             steps_fix(
                 reinstall_argv(pinned_dist, env.target),
-                note=f"{owner.name} stays: {', '.join(_names(users))} require it",
+                note=f"{owner.name} stays: required by {stack.requirements.requirers_text(owner)}",
             ),
-            f"{owner.name} is required by {', '.join(_names(users))}.",
+            f"{owner.name} is required by {stack.requirements.requirers_text(owner)}.",
         )
     if pinned_dist.external:
         return None, ""

@@ -86,6 +86,33 @@ def parse_metadata(data: bytes) -> Metadata:
     return Metadata(found.get("name", ""), found.get("version", ""), requires)
 
 
+def parse_requires_txt(data: bytes) -> tuple[str, ...]:
+    """An egg-info's ``requires.txt`` as Requires-Dist lines, the way pip reads it.
+
+    ``[extra:marker]`` sections become markers; the extra name is normalised, as dist-info
+    metadata has it, so that markers compare alike.
+    """
+    out: list[str] = []
+    extra = marker = ""
+    for raw in data.decode("utf-8", "surrogateescape").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            extra, _, marker = line.strip("[]").partition(":")
+            extra = canonicalize_name(extra) if extra else ""
+            continue
+        if extra and marker:
+            out.append(f'{line} ; ({marker}) and extra == "{extra}"')
+        elif extra:
+            out.append(f'{line} ; extra == "{extra}"')
+        elif marker:
+            out.append(f"{line} ; {marker}")
+        else:
+            out.append(line)
+    return tuple(out)
+
+
 def _name_from_dirname(dirname: str) -> tuple[str, str]:
     stem = dirname.rsplit(".", 1)[0]
     name, _, version = stem.partition("-")
@@ -124,6 +151,10 @@ def _read_dist(
         return _make(site, path, kind, meta, entry_name, None, (None, None, site.path))
     data = _safe_read(os.path.join(path, "METADATA" if kind == "dist-info" else "PKG-INFO"))
     meta = parse_metadata(data) if data is not None else Metadata("", "", ())
+    if kind == "egg-info" and not meta.requires_dist:
+        requires = _safe_read(os.path.join(path, "requires.txt"))
+        if requires:
+            meta = Metadata(meta.name, meta.version, parse_requires_txt(requires))
     installer_bytes = _safe_read(os.path.join(path, "INSTALLER"))
     installer = installer_bytes.decode("utf-8", "replace").strip() if installer_bytes else ""
     files = _read_file_list(path, kind, site, only_containing)

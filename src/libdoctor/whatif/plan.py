@@ -418,6 +418,8 @@ def plan_install(
                 overwrites.append(Overwrite(path, wheel.display, (), False))
         sim.write(dist, files)
     diff = diff_findings(before, sim.findings())
+    new, resolved_by_pip = _resolved_by_pip(diff.new, wheels)
+    notes += resolved_by_pip
     return Plan(
         action="install",
         target=env.target,
@@ -425,13 +427,38 @@ def plan_install(
         steps=(),
         removals=tuple(removals),
         overwrites=tuple(overwrites),
-        new=diff.new,
+        new=new,
         resolved=diff.resolved,
         notes=tuple(notes),
         distributions=len(env.distributions),
         files=len(env.claims),
         before=tuple(before),
     )
+
+
+def _resolved_by_pip(
+    new: Sequence[Finding], wheels: Sequence[WheelFile]
+) -> tuple[tuple[Finding, ...], list[str]]:
+    """A wheel's own unmet requirements are not breakage: pip installs (or changes) what it
+    requires along with it. Those findings become notes; the rest stay new."""
+    installing = {(w.key, w.version) for w in wheels}
+    kept: list[Finding] = []
+    notes: list[str] = []
+    for finding in new:
+        dist = finding.distribution
+        if (
+            finding.code in ("requirement-missing", "requirement-conflict")
+            and dist is not None
+            and (canonicalize_name(dist.name), dist.version) in installing
+        ):
+            notes.append(
+                f"{finding.message} pip resolves this itself when it installs "
+                f"{dist.name} (not predicted here: plan the requirement, not the wheel file, "
+                "to have the target's pip resolve it)"
+            )
+        else:
+            kept.append(finding)
+    return tuple(kept), notes
 
 
 def _target_installer(env: Environment) -> str:
