@@ -662,3 +662,32 @@ def test_a_finding_deleted_with_its_files_is_not_resolved(
     doc = cli("plan", "uninstall", "gpuplugin", venv.path, "--json").json()
     assert doc["plan"]["resolved_findings"] == []
     assert doc["plan"]["verdict"] == "safe"
+
+
+def test_plan_uninstall_of_what_an_extra_in_use_needs_breaks_and_names_it(
+    new_venv: VenvFactory, make_wheel: WheelFactory, cli: Cli
+) -> None:
+    """jax[cuda12]'s shape: the CUDA wheels come only through an extra, which pip and uv do
+    not record. Every requirement of the extra installed: the environment uses it, and an
+    uninstall of one of them breaks it (check itself stays quiet about inferred extras)."""
+    venv = new_venv("extra-in-use")
+    wheels = [
+        make_wheel(
+            "jaxish",
+            "1.0",
+            {"jaxish/__init__.py": b""},
+            requires=["cudnnish>=9; extra == 'cuda'"],
+            extra_metadata=[("Provides-Extra", "cuda")],
+        ),
+        make_wheel("cudnnish", "9.1", {"cudnnish/__init__.py": b""}),
+    ]
+    pip_install(venv, *wheels)
+    assert cli("check", venv.path, "--json").json()["findings"] == []
+    run = cli("plan", "uninstall", "cudnnish", venv.path, "--json")
+    assert run.rc == 1, run.describe()
+    plan = run.json()["plan"]
+    assert plan["verdict"] == "breaks"
+    (broken,) = plan["new_findings"]
+    assert broken["code"] == "requirement-missing"
+    assert broken["distribution"]["name"] == "jaxish"
+    assert "through its extra cuda" in broken["message"]

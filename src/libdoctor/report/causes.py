@@ -64,6 +64,7 @@ def _member_lines(findings: Sequence[Finding]) -> list[str]:
     one per other finding: what the user needs to see the cause, nothing repeated."""
     out = []
     needs: dict[str, list[str]] = {}
+    phantoms: dict[str, list[str]] = {}
     for finding in findings:
         who = (
             f"{finding.distribution.name} {finding.distribution.version}"
@@ -78,12 +79,19 @@ def _member_lines(findings: Sequence[Finding]) -> list[str]:
             needs.setdefault(who or "an extension module", []).append(
                 str(finding.evidence.get("library", "?"))
             )
+        elif finding.code == "requirement-phantom":
+            phantoms.setdefault(who, []).append(str(finding.evidence.get("name", "?")))
         else:
             first = display(finding.message).split(". ")[0]
             text = f"{finding.code} {who}: {first}"
             out.append(text if len(text) <= _ONE_LINE else text[: _ONE_LINE - 1] + "…")
     for who, libraries in needs.items():
         out.append(f"{who} needs {', '.join(dict.fromkeys(libraries))}: not found")
+    for who, names in phantoms.items():
+        out.append(
+            f"{who} requires {', '.join(dict.fromkeys(names))}: met in metadata only, so pip "
+            "check, pip show and pip install see nothing wrong"
+        )
     return out
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from libdoctor.analysis.run import run_checks
@@ -25,7 +25,7 @@ from libdoctor.environment.model import Environment
 from libdoctor.environment.target import Target
 from libdoctor.environment.wheel import WheelFile, wheel_distribution
 from libdoctor.errors import LibdoctorError
-from libdoctor.findings import Finding, Severity
+from libdoctor.findings import DistRef, Finding, Severity
 from libdoctor.whatif.simulation import Removal, Simulation
 
 if TYPE_CHECKING:
@@ -296,6 +296,7 @@ def plan_uninstall(
     removals = [sim.uninstall(d) for d in dists]
     co_owned = [c for r in removals for c in _co_owned(r, env, leaving)]
     diff = diff_findings(before, sim.findings())
+    diff = replace(diff, new=(*diff.new, *_extras_left_incomplete(env, dists, diff.new)))
     notes = _uninstall_notes(env, removals)
     repair: list[Step] = []
     after_repair: tuple[Finding, ...] | None = None
@@ -329,6 +330,53 @@ def plan_uninstall(
         files=len(env.claims),
         before=tuple(before),
     )
+
+
+def _extras_left_incomplete(
+    env: Environment, removed: Sequence[Distribution], new: Sequence[Finding]
+) -> list[Finding]:
+    """Requirements through an extra the environment uses that the uninstall removes.
+
+    ``check`` holds an extra to account only when an installed requirement asks for it
+    (pip and uv record no extras); but every requirement of jax-cuda12-plugin's
+    ``with-cuda`` being installed says the environment uses it, and an uninstall that takes
+    one of them away breaks ``jax[cuda12]``: a plan counts that, with the evidence.
+    """
+    from libdoctor.environment.requirements import RequirementIndex
+
+    index = RequirementIndex(env)
+    leaving = {d.metadata_dir for d in removed}
+    reported = {
+        (f.distribution.name if f.distribution else "", f.evidence.get("name")) for f in new
+    }
+    found = []
+    for dist in removed:
+        for dep in index.requirements_on(dist):
+            if dep.extra is None or dep.requirer.metadata_dir in leaving:
+                continue
+            if (dep.requirer.name, dep.name) in reported:
+                continue
+            reported.add((dep.requirer.name, dep.name))
+            found.append(
+                Finding(
+                    code="requirement-missing",
+                    severity=Severity.ERROR,
+                    message=(
+                        f"{dep.requirer.display} requires {dep.requirement} through its extra "
+                        f"{dep.extra}, which the environment uses (every requirement it adds is "
+                        f"installed): uninstalling {dist.display} breaks "
+                        f"{dep.requirer.name}[{dep.extra}]."
+                    ),
+                    distribution=DistRef(dep.requirer.name, dep.requirer.version),
+                    evidence={
+                        "name": dep.name,
+                        "requirer": {"name": dep.requirer.name, "version": dep.requirer.version},
+                        "requirements": [{"requirement": dep.requirement, "extra": dep.extra}],
+                        "removed": {"name": dist.name, "version": dist.version},
+                    },
+                )
+            )
+    return found
 
 
 def _not_deleted_with(
