@@ -56,3 +56,22 @@ def test_healthy_stack_probe_has_no_false_findings(name: str, tmp_path: Path) ->
     run = run_libdoctor("probe", *modules, env, "--json", cache_home=tmp_path, timeout=600)
     doc = run.json()
     assert doc["findings"] == [], doc["findings"]
+
+
+EXTRA_ONLY = {  # a CUDA wheel the framework needs only through an extra pip does not record
+    "jax": ("nvidia-cudnn-cu12", "jax-cuda12-plugin"),
+    "tensorflow": ("nvidia-cudnn-cu12", "tensorflow"),
+    "cupy": ("nvidia-cublas-cu12", "cuda-toolkit"),
+    "onnxruntime": ("nvidia-cudnn-cu13", "onnxruntime-gpu"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXTRA_ONLY))
+def test_plan_uninstall_of_an_extra_only_cuda_wheel_breaks(name: str, tmp_path: Path) -> None:
+    env = _env(name)
+    package, dependent = EXTRA_ONLY[name]
+    run = run_libdoctor("plan", "uninstall", package, env, "--json", cache_home=tmp_path)
+    assert run.rc == 1, run.describe()
+    plan = run.json()["plan"]
+    assert plan["verdict"] == "breaks"
+    assert dependent in {f["distribution"]["name"] for f in plan["new_findings"]}
