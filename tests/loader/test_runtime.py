@@ -141,3 +141,12 @@ def test_a_lost_file_where_the_package_looks_is_still_an_error(
         "strictlike",
     }
     assert unresolved["fix"]["argv"][-1] == "nvidia-cublas-cu12==12.9.2.10"
+
+
+def test_why_says_which_package_loads_it(cupylike: tuple[Venv, Path], libdoctor: Libdoctor) -> None:
+    venv, lib = cupylike
+    text = libdoctor("why", "libcublas.so.12", venv.path)
+    assert f"found by cuda-pathfinder, which loads it before the import: {lib}" in text.stdout
+    doc = libdoctor("why", "libcublas.so.12", venv.path, "--json").json()
+    loaded = [r["runtime_loader"] for r in doc["requests"] if "runtime_loader" in r]
+    assert loaded and loaded[0]["found"] == [str(lib)]

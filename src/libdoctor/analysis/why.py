@@ -11,16 +11,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from libdoctor.analysis.libraries import analyse_libraries
-from libdoctor.checks.libraries import Shipped, basename_index, check_libraries, shipped_by
+from libdoctor.checks.libraries import (
+    Shipped,
+    basename_index,
+    check_libraries,
+    dependency_closure,
+    shipped_by,
+)
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.model import Environment
 from libdoctor.environment.target import Target
 from libdoctor.findings import Finding
 from libdoctor.loader.extensions import LibraryAnalysis
 from libdoctor.loader.model import Resolution
+from libdoctor.loader.runtime import RuntimeHit, runtime_search
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +37,7 @@ class Request:
     resolution: Resolution
     root: str
     optional: bool  # ROOT is a library no extension module loads (dlopen'ed, if ever)
+    runtime: RuntimeHit | None = None  # a package's own loader that finds it first, if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +61,7 @@ def explain_library(
 ) -> Explanation:
     analysis, disk = analyse_libraries(target, environ, cwd)
     env = analysis.env
-    requests = requests_for(analysis, library)
+    requests = with_runtime_loaders(analysis, disk, requests_for(analysis, library))
     findings = findings_for(analysis, disk, library)
     shipped = shipped_by(env, disk, library, basename_index(env.claims))
     return Explanation(
@@ -82,6 +90,27 @@ def requests_for(analysis: LibraryAnalysis, library: str) -> list[Request]:
             seen.add((res.requester, res.name))
             requests.append(Request(res, closure.root, closure in optional))
     return requests
+
+
+def with_runtime_loaders(
+    analysis: LibraryAnalysis, disk: Disk, requests: list[Request]
+) -> list[Request]:
+    """A request the loader cannot satisfy that the requester's package loads itself first
+    (loader.runtime) carries where that loader finds it."""
+    if all(r.resolution.status == "found" for r in requests):
+        return requests
+    deps = dependency_closure(analysis.env)
+    out = []
+    for request in requests:
+        res = request.resolution
+        key = analysis.module_dists.get(request.root, "")
+        hit = (
+            runtime_search(analysis.env, disk, res.name, deps, key)
+            if res.status != "found"
+            else None
+        )
+        out.append(replace(request, runtime=hit) if hit is not None else request)
+    return out
 
 
 def findings_for(analysis: LibraryAnalysis, disk: Disk, library: str) -> list[Finding]:

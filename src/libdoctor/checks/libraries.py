@@ -77,7 +77,7 @@ class _Gap:
         return [r for r in seen if r]
 
 
-def _dependencies(env: Environment) -> dict[str, set[str]]:
+def dependency_closure(env: Environment) -> dict[str, set[str]]:
     """distribution key -> keys of everything it requires, transitively (markers evaluated)."""
     direct: dict[str, set[str]] = defaultdict(set)
     for dist in env.distributions:
@@ -125,7 +125,7 @@ def check_libraries(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
     needed: dict[str, _Gap] = {}
     optional: dict[str, _Gap] = {}
     if failed:  # the import context is worth computing only when something failed alone
-        deps = _dependencies(env)
+        deps = dependency_closure(env)
         provided = _provided_in_context(analysis)
         for closure, res in failed:
             key = analysis.module_dists.get(closure.root, "")

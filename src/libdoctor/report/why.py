@@ -8,6 +8,7 @@ usual answer to "why is this not found" is "it was never looked for there".
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -31,18 +32,21 @@ def why_json(why: Explanation, target: Mapping[str, Any]) -> str:
                 **resolution_dict(env, request.resolution),
                 "root": display(request.root),
                 "optional": request.optional,
+                **(
+                    {
+                        "runtime_loader": {
+                            "name": request.runtime.search.name,
+                            "found": [display(p) for p in request.runtime.present],
+                            "searched": [display(d) for d in request.runtime.dirs],
+                        }
+                    }
+                    if request.runtime is not None
+                    else {}
+                ),
             }
             for request in why.requests
         ],
-        "shipped_by": [
-            {
-                "name": item.dist.name,
-                "version": item.dist.version,
-                "path": display(item.path),
-                "present": item.present,
-            }
-            for item in why.shipped
-        ],
+        "shipped_by": [item.evidence() for item in why.shipped],
         "findings": [finding_dict(f) for f in why.findings],
     }
     return json.dumps(document, indent=2) + "\n"
@@ -83,6 +87,13 @@ def request_lines(env: Environment, request: Request) -> list[str]:
             f"  found: {display(res.path or '')} via {via_label(env, res)}"
             + (f" ({found_owner})" if found_owner else "")
         )
+    elif request.runtime is not None and request.runtime.present:
+        hit = request.runtime
+        lines.append(
+            f"  found by {hit.search.name}, which loads it before the import: "
+            f"{display(hit.present[0])}"
+        )
+        lines.append(f"  (the loader alone would not: {res.reason})")
     else:
         lines.append(f"  NOT FOUND: {res.reason}")
     if res.searched:
@@ -94,7 +105,8 @@ def request_lines(env: Environment, request: Request) -> list[str]:
                 lines.append(f"    {'cache':<40} /etc/ld.so.cache: no entry for {res.name}")
                 cache_listed = True
             source = step.source + (f" of {short(env, step.owner)}" if step.owner else "")
-            lines.append(f"    {source:<40} {display(step.directory or '(cwd)')}")
+            where = display(os.path.normpath(step.directory)) if step.directory else "(cwd)"
+            lines.append(f"    {source:<40} {where}")
     for rejected in res.rejected:
         lines.append(f"  passed over {display(rejected.path)}: {rejected.reason}")
     lines.append("")
