@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from libdoctor.checks.verdict import Digests, judge
 from libdoctor.checks.wording import are, plural, severity_for
@@ -22,10 +23,10 @@ from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.installers import reinstall_argv, steps_fix, uninstall_argv
 from libdoctor.environment.model import Claim, Environment
 from libdoctor.environment.paths import display, is_bytecode
-from libdoctor.environment.requirements import RequirementIndex
 from libdoctor.findings import Finding, Fix, Severity
-from libdoctor.stack.cuda import cuda_major_of
-from libdoctor.stack.frameworks import detect_frameworks
+
+if TYPE_CHECKING:  # the keeper's evidence is read only for a finding: off check's start-up
+    from libdoctor.environment.requirements import RequirementIndex
 
 
 def _claims_differ(claims: Sequence[Claim]) -> bool:
@@ -102,6 +103,8 @@ def shared_paths(
             group.foreign.append(path)
     findings: list[Finding] = []
     if groups:  # requirements parsed only for a finding that chooses what to keep
+        from libdoctor.environment.requirements import RequirementIndex
+
         index = RequirementIndex(env)
         findings = [_shared_finding(env, g, index) for g in groups.values()]
     findings += [
@@ -242,6 +245,9 @@ def _by_cuda_build(
     env: Environment, candidates: Sequence[Distribution]
 ) -> tuple[Distribution, str] | None:
     """The one candidate built for the CUDA major of an installed framework, and why."""
+    from libdoctor.stack.cuda import cuda_major_of
+    from libdoctor.stack.frameworks import detect_frameworks
+
     builds = [b for b in detect_frameworks(env) if b.cuda_major is not None]
     if not builds:
         return None
