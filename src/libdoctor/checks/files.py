@@ -320,6 +320,23 @@ def _as_installed(
     return upstream, later
 
 
+def _file_evidence(items: Sequence[tuple[Claim, Verdict]]) -> list[dict[str, Any]]:
+    """What RECORD says of each file and what the disk holds (hashes when they decided)."""
+    return [
+        {
+            "path": display(c.path),
+            "expected_size": c.entry.size,
+            "actual_size": v.actual_size,
+            **(
+                {"expected_hash": str(c.entry.hash), "actual_hash": v.actual_hash}
+                if v.decided_by == "hash" and c.entry.hash
+                else {}
+            ),
+        }
+        for c, v in items
+    ]
+
+
 def _upstream_finding(dist: Distribution, items: list[tuple[Claim, Verdict]]) -> Finding:
     by = " and ".join(sorted({v.decided_by or "?" for _, v in items}))
     what = plural(len(items), "file")
@@ -335,14 +352,7 @@ def _upstream_finding(dist: Distribution, items: list[tuple[Claim, Verdict]]) ->
         distribution=ref(dist),
         paths=tuple(sorted(c.path for c, _ in items)),
         evidence={
-            "files": [
-                {
-                    "path": display(c.path),
-                    "expected_size": c.entry.size,
-                    "actual_size": v.actual_size,
-                }
-                for c, v in items
-            ],
+            "files": _file_evidence(items),
             "evidence": "each file's mtime is not later than the RECORD the installer wrote",
         },
     )
@@ -430,21 +440,7 @@ def _altered_findings(
                 ),
                 distribution=ref(dist),
                 paths=tuple(sorted(c.path for c, _ in items)),
-                evidence={
-                    "files": [
-                        {
-                            "path": display(c.path),
-                            "expected_size": c.entry.size,
-                            "actual_size": v.actual_size,
-                            **(
-                                {"expected_hash": str(c.entry.hash), "actual_hash": v.actual_hash}
-                                if v.decided_by == "hash" and c.entry.hash
-                                else {}
-                            ),
-                        }
-                        for c, v in items
-                    ]
-                },
+                evidence={"files": _file_evidence(items)},
                 fix=repair_fix(dist, env),
             )
         )
