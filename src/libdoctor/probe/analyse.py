@@ -339,15 +339,15 @@ def _outside(
     loaded: Sequence[LoadedFile], owners: Owners, environ: Mapping[str, str]
 ) -> list[Finding]:
     findings = []
-    mapped = {i.path for i in loaded}
+    mapped = {_identity(i.path) for i in loaded} - {None}
     for item in loaded:
         # Without a DT_SONAME a file is matched only by path (an extension module such as
         # the stdlib's _csv and pyarrow's _csv share a basename, not an identity).
         if item.inside_env or item.soname is None:
             continue
         own = [p for p in owners.shipped(item.name) if p != item.path]
-        if not own or any(p in mapped for p in own):
-            continue  # the env's copy is loaded too: duplicate-library's business
+        if not own or any(_identity(p) in mapped for p in own):
+            continue  # the env's copy is loaded too (by any path): duplicate-library's business
         dists = sorted({c.dist.display for p in own for c in owners.claims(p)})
         llp = environ.get("LD_LIBRARY_PATH")
         findings.append(
@@ -371,6 +371,15 @@ def _outside(
             )
         )
     return findings
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """A file's (device, inode): the same file, whatever path (symlinked prefix, hard link)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _static_fix(static: StaticFindings | None, path: str) -> Fix | None:
