@@ -145,7 +145,16 @@ def execute(
     if not result.ok:
         _say_failure(result)
         return result, None
+    _prune(args, target)
     return result, recheck(target, libs)
+
+
+def _prune(args: argparse.Namespace, target: Target) -> None:
+    """After a successful change: keep the newest N backups of this target."""
+    from libdoctor.repair.retention import keep_count, prune
+
+    for info in prune(backups_dir(args), target.prefix, keep_count(os.environ)):
+        say(f"pruned backup {info.id} (the newest {keep_count(os.environ)} are kept)")
 
 
 def _say_failure(result: RunResult) -> None:

@@ -19,7 +19,17 @@ from libdoctor.cli.common import EXIT_ERROR
 from libdoctor.errors import LibdoctorError
 
 # Subcommand modules under libdoctor.cli, in the order --help lists them.
-COMMANDS = ("check", "why", "tree", "probe", "plan", "fix", "uninstall", "restore")
+COMMANDS = (
+    "check",
+    "why",
+    "tree",
+    "probe",
+    "plan",
+    "fix",
+    "uninstall",
+    "restore",
+    "backups",
+)
 
 
 class _Formatter(argparse.HelpFormatter):

@@ -1,0 +1,59 @@
+"""``libdoctor backups``: every backup with its target, state and cost, and what pruning or
+removing did."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from libdoctor.environment.paths import display
+from libdoctor.repair.journal import BackupInfo
+from libdoctor.repair.retention import Usage
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def list_text(root: str, rows: Sequence[tuple[BackupInfo, Usage]], keep: int) -> str:
+    if not rows:
+        return f"No backups in {display(root)}\n"
+    lines = [f"Backups in {display(root)} (the newest {keep} per target are kept):"]
+    for info, cost in rows:
+        lines.append(
+            f"  {info.id}  {info.state:<11}  {display(info.prefix)}  {cost.files} files, "
+            f"{_mb(cost.own)} own, {_mb(cost.shared)} shared by hard link"
+        )
+        lines.append(f"      {display(info.command)}")
+    total = sum(c.own for _, c in rows)
+    lines.append(f"{len(rows)} backups, {_mb(total)} of their own")
+    return "\n".join(lines) + "\n"
+
+
+def list_json(root: str, rows: Sequence[tuple[BackupInfo, Usage]], keep: int) -> str:
+    document: dict[str, Any] = {
+        "schema_version": 1,
+        "root": display(root),
+        "keep": keep,
+        "backups": [
+            {
+                "id": info.id,
+                "state": info.state,
+                "prefix": display(info.prefix),
+                "created": info.created,
+                "command": display(info.command),
+                "files": cost.files,
+                "own_bytes": cost.own,
+                "shared_bytes": cost.shared,
+            }
+            for info, cost in rows
+        ],
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def removed_text(removed: Sequence[BackupInfo]) -> str:
+    if not removed:
+        return "Nothing to remove.\n"
+    return "".join(f"removed {i.id} ({display(i.prefix)})\n" for i in removed)
