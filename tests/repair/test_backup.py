@@ -39,8 +39,12 @@ def all_files(prefix: Path) -> list[str]:
 
 
 def damage(prefix: Path) -> None:
-    """What an installer killed mid-way leaves: deleted, rewritten, created, retyped."""
+    """What an installer killed mid-way leaves: deleted, rewritten, created, retyped.
+
+    Rewritten as pip and uv rewrite: a new file in place of the old one, never the old
+    file's bytes changed in place (the backup may hold the old inode by a hard link)."""
     site = prefix / "lib/python3.11/site-packages"
+    (site / "pkg/__init__.py").unlink()
     (site / "pkg/__init__.py").write_text("B = 2  # rewritten\n")
     (site / "pkg/lib.so").unlink()
     (site / "pkg/link.so").unlink()
@@ -54,6 +58,24 @@ def damage(prefix: Path) -> None:
     (site / "newpkg/deep").mkdir(parents=True)
     (site / "newpkg/deep/new.py").write_text("new")
     (prefix / "bin/tool").chmod(0o700)
+
+
+def test_backup_holds_files_by_hard_link_and_notices_an_in_place_write(tmp_path: Path) -> None:
+    """Same file system: the backup links (no new bytes). A writer that changes a file in
+    place (no installer does) changes the backup's bytes too: restore says so, it never
+    calls that state verified."""
+    prefix = make_prefix(tmp_path)
+    backups = tmp_path / "cache/backups"
+    session = BackupSession(str(backups), str(prefix), "test")
+    session.save(all_files(prefix))
+    target = prefix / "lib/python3.11/site-packages/pkg/sub/data.bin"
+    assert target.stat().st_nlink == 2, "linked into the backup"
+    session.begin(["installer", "step"], 5)
+    with open(target, "r+b") as handle:  # in place: the linked copy changes with it
+        handle.write(b"garbage")
+    result = session.rollback()
+    assert not result.ok
+    assert any(path == str(target) for path, _ in result.problems)
 
 
 @pytest.mark.parametrize("how", ["rollback", "restore-after-kill"])

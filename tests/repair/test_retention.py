@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -61,11 +63,12 @@ def test_usage_counts_own_and_hard_linked_bytes(tmp_path: Path) -> None:
     prefix, root = _prefix(tmp_path), tmp_path / "backups"
     _backups(root, prefix, done=1)
     (info,) = list_backups(str(root))
+    assert usage(info).shared == 2000, "linked: no new bytes while the file is unchanged"
+    installed = prefix / "lib/python3.11/site-packages/pkg/__init__.py"
+    installed.unlink()  # replaced, as pip and uv replace a file
+    installed.write_bytes(b"new")
     cost = usage(info)
-    assert cost.own >= 2000 and cost.shared == 0
-    copy = next(p for p in Path(info.path).rglob("*") if p.is_file() and p.stat().st_size == 2000)
-    os.link(copy, tmp_path / "elsewhere")
-    assert usage(info).shared == 2000
+    assert cost.shared == 0 and cost.own >= 2000, "the old bytes are the backup's alone now"
 
 
 @pytest.mark.parametrize(
@@ -98,3 +101,40 @@ def test_eight_fixes_leave_at_most_five_backups(
     assert all(b["state"] == "done" for b in listed["backups"])
     pruned = cli("backups", "prune", "--keep", "2")
     assert pruned.rc == 0 and pruned.stdout.count("removed ") == 3
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 5 MiB tmpfs: another file system (copies, no links) with little room."""
+    area = tmp_path / "tmpfs"
+    area.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=5m", "tmpfs", str(area)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
+    try:
+        yield area
+    finally:
+        subprocess.run(["umount", str(area)], check=False)
+
+
+def test_a_backup_area_without_room_refuses_before_any_change(
+    new_venv: VenvFactory, make_wheel: WheelFactory, small_tmpfs: Path, tmp_path: Path
+) -> None:
+    from support.repairs import diff_states, tree_state
+
+    cli = Cli(tmp_path / "cache-home")
+    venv = new_venv("no-room")
+    big = {"room/__init__.py": b"", "room/big.bin": os.urandom(8 << 20)}
+    pip_install(venv, make_wheel("ldt-room", "1.0", big))
+    (venv.site_packages / "room/__init__.py").unlink()
+    before = tree_state(venv.path)
+    run = cli(
+        "fix", venv.path, "--yes", "--no-index", "-f", make_wheel.dest, "--cache-dir", small_tmpfs
+    )
+    assert run.rc == 2, run.describe()
+    assert "MB free: nothing was changed" in run.stderr
+    assert diff_states(before, tree_state(venv.path)) == []
+    listed = json.loads(cli("backups", "--json", "--cache-dir", small_tmpfs).stdout)
+    assert [b["state"] for b in listed["backups"]] in ([], ["rolled-back"])

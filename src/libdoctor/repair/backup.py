@@ -60,7 +60,24 @@ def _new_id() -> str:
 
 
 def _copy_out(src: str, dest: str) -> str:
-    """Copy SRC to DEST (a new file), fsync'd; returns the sha256 of what was copied."""
+    """Keep SRC's bytes at DEST; returns their sha256.
+
+    A hard link where the backup shares SRC's file system: pip and uv never write an
+    installed file in place (they unlink or rename it first), so the old inode keeps the
+    old bytes at no cost; the recorded hash lets a restore notice if anything did. A copy,
+    fsync'd, where a link cannot be made (another file system, a link limit)."""
+    try:
+        os.link(src, dest, follow_symlinks=False)
+    except OSError:
+        return _copy_bytes(src, dest)
+    digest = hashlib.sha256()
+    with open(dest, "rb") as reader:
+        while chunk := reader.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _copy_bytes(src: str, dest: str) -> str:
     digest = hashlib.sha256()
     with open(src, "rb") as reader, open(dest, "xb") as writer:
         while chunk := reader.read(CHUNK):
@@ -69,6 +86,35 @@ def _copy_out(src: str, dest: str) -> str:
         writer.flush()
         os.fsync(writer.fileno())
     return digest.hexdigest()
+
+
+def room_needed(paths: Iterable[str], backup_dir: str) -> int:
+    """Bytes a backup of PATHS takes: those on another file system than BACKUP_DIR are
+    copied; the others are linked."""
+    device = os.stat(backup_dir).st_dev
+    total = 0
+    for path in paths:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_dev != device:
+            total += st.st_size
+    return total
+
+
+def check_room(paths: Iterable[str], backup_dir: str) -> None:
+    """Refuse before anything changes when the backup area is too small for the copies."""
+    needed = room_needed(paths, backup_dir)
+    if not needed:
+        return
+    fs = os.statvfs(backup_dir)
+    free = fs.f_bavail * fs.f_frsize
+    if needed > free:
+        raise LibdoctorError(
+            f"the backup needs {needed / 1e6:.1f} MB in {backup_dir}, which has "
+            f"{free / 1e6:.1f} MB free: nothing was changed"
+        )
 
 
 # --------------------------------------------------------------------------- journal I/O
@@ -134,6 +180,8 @@ class BackupSession:
         """Copy each path that existed at the listing and is not yet saved; returns how many."""
         count = 0
         files = list(self.info.files)
+        paths = list(paths)
+        check_room(paths, self.path)
         for path in paths:
             before = self.listing.get(path)
             if path in self._saved or before is None or before.kind not in ("file", "symlink"):
