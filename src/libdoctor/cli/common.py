@@ -128,7 +128,16 @@ def exit_code(findings: Sequence[Finding], fail_on: str) -> int:
 
 # What the output's few non-ASCII marks become on a stream that cannot encode them
 # (PYTHONIOENCODING=ascii, LANG=C with an old Python); anything else is backslash-escaped.
-ASCII_FALLBACK = {"✗": "x", "✓": "+", "…": "...", "→": "->", "—": "--", "\u2013": "-", "·": "*"}
+ASCII_FALLBACK = {
+    "✗": "x",
+    "✓": "+",
+    "…": "...",
+    "→": "->",
+    "←": "<-",
+    "—": "--",
+    "\u2013": "-",  # en dash
+    "·": "*",
+}
 _ERRORS = "libdoctor-ascii"
 
 
