@@ -271,6 +271,33 @@ def test_lost_record_is_reported_and_its_fix_works(
     assert after.rc == 0, after.describe()
 
 
+def test_empty_record_is_reported_and_uninstall_says_pip_would_remove_nothing(
+    new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor
+) -> None:
+    """A 0-byte RECORD: pip's uninstall "succeeds" removing nothing. check reports it with a
+    fix pip accepts; plan uninstall and uninstall say the files would stay, and exit 2."""
+    venv = new_venv("emptyrecord")
+    wheel = make_wheel("ldt-emptyrec", "1.0", {"emptyrec/__init__.py": b"x = 1\n"})
+    pip_install(venv, wheel)
+    (venv.site_packages / "ldt_emptyrec-1.0.dist-info" / "RECORD").write_bytes(b"")
+    run = libdoctor.check(venv.path, "--json", "--fail-on", "warning")
+    assert run.rc == 1, run.describe()
+    finding = only(select(run.json(), "record-invalid"))
+    assert finding["severity"] == "warning"
+    assert finding["evidence"]["reason"] == "an empty RECORD"
+    assert "would remove none" in finding["message"]
+    assert "--ignore-installed" in finding["fix"]["argv"]
+    for command in (("plan", "uninstall"), ("uninstall", "--force")):
+        said = libdoctor(*command, "ldt-emptyrec", venv.path)
+        assert said.rc == 2, said.describe()
+        assert "pip would remove none of its files" in said.stderr, said.describe()
+        assert "Traceback" not in said.stderr
+        assert (venv.site_packages / "emptyrec" / "__init__.py").is_file()
+    run_fix(finding, make_wheel.dest)
+    after = libdoctor.check(venv.path, "--json", "--fail-on", "warning")
+    assert after.rc == 0, after.describe()
+
+
 def test_pip_target_directory_is_checked_scripts_included(
     new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor, tmp_path: Path
 ) -> None:

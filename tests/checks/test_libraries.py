@@ -8,7 +8,10 @@ for real, and ``check``, ``why`` and ``tree`` are read back.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import struct
+import subprocess
+import sysconfig
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -313,3 +316,119 @@ def test_no_libraries_option_skips_the_loader(
     paths["lib"].unlink()
     codes = {f["code"] for f in findings(libdoctor.check(venv.path, "--json", "--no-libraries"))}
     assert codes == {"missing-files", "requirement-phantom"}  # no loader needed for either
+
+
+# ----------------------------------------------------- a garbage PT_DYNAMIC (import segfaults)
+
+_EXT_SOURCE = """#include <Python.h>
+#include <math.h>
+static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "_C", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit__C(void) {
+    volatile double x = cos(1.0);
+    (void)x;
+    return PyModule_Create(&def);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def extension(built: Path) -> bytes:
+    """A real CPython extension module (DT_NEEDED libm.so.6, libc.so.6), built by gcc."""
+    include = sysconfig.get_paths()["include"]
+    if not (Path(include) / "Python.h").is_file():
+        pytest.skip(f"Python.h not found in {include}: cannot compile an extension module")
+    src = built / "ext.c"
+    src.write_text(_EXT_SOURCE)
+    out = built / f"_C{EXT}"
+    gcc = require_gcc()
+    cmd = [gcc, "-shared", "-fPIC", "-O1", f"-I{include}", "-o", str(out), str(src), "-lm"]
+    subprocess.run([*cmd, "-Wl,--no-as-needed"], check=True, capture_output=True)
+    return out.read_bytes()
+
+
+class DynamicPatch:
+    """Where an x86-64 little-endian object's PT_DYNAMIC and dynamic entries live."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        (phoff,) = struct.unpack_from("<Q", data, 32)
+        (phnum,) = struct.unpack_from("<H", data, 56)
+        self.phdrs = [phoff + 56 * i for i in range(phnum)]
+        self.dyn_ph = next(o for o in self.phdrs if struct.unpack_from("<I", data, o)[0] == 2)
+        dyn_off, _vaddr, _paddr, size = struct.unpack_from("<QQQQ", data, self.dyn_ph + 8)
+        self.dyn_off = int(dyn_off)
+        table = data[self.dyn_off : self.dyn_off + size]
+        self.tags = [int(tag) for tag, _ in struct.iter_unpack("<qQ", table)]
+
+    def entry(self, tag: int) -> int:
+        return self.dyn_off + 16 * self.tags.index(tag)
+
+    def value(self, tag: int) -> int:
+        (value,) = struct.unpack_from("<Q", self.data, self.entry(tag) + 8)
+        return int(value)
+
+    def put(self, offset: int, value: int) -> bytes:
+        out = bytearray(self.data)
+        struct.pack_into("<Q", out, offset, value)
+        return bytes(out)
+
+
+GARBAGE: list[tuple[str, Callable[[DynamicPatch], bytes], str]] = [
+    (
+        "strtab-unmapped",
+        lambda p: p.put(p.entry(5) + 8, 0x7FFF_0000_0000_0000),
+        "DT_STRTAB address 0x7fff000000000000 is not in any PT_LOAD segment",
+    ),
+    (
+        "needed-beyond-strsz",
+        lambda p: p.put(p.entry(1) + 8, p.value(10) + 8),
+        "is outside the string table",
+    ),
+    (
+        "symtab-unmapped",
+        lambda p: p.put(p.entry(6) + 8, 0x7FFF_0000_0000_0000),
+        "DT_SYMTAB address 0x7fff000000000000 is not in any PT_LOAD segment",
+    ),
+    (
+        "dynamic-address-unmapped",
+        lambda p: p.put(p.dyn_ph + 16, 0x7FFF_0000_0000),
+        "PT_DYNAMIC address 0x7fff00000000 is not in any PT_LOAD segment",
+    ),
+]
+
+
+def test_a_garbage_dynamic_section_is_elf_invalid(
+    extension: bytes, new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor
+) -> None:
+    """The extension, byte-patched in each way, installed by real pip: importing it fails
+    (the oracle; a segfault for an unmapped address), and check says elf-invalid, an error,
+    with why. The unpatched copy beside them imports and is not reported."""
+    venv = new_venv("garbage")
+    wheels = [
+        make_wheel(
+            "ldt-garb-ok", "1.0", {"garb_ok/__init__.py": b"", f"garb_ok/_C{EXT}": extension}
+        )
+    ]
+    for i, (_name, patch, _reason) in enumerate(GARBAGE):
+        patched = patch(DynamicPatch(extension))
+        wheels.append(
+            make_wheel(
+                f"ldt-garb{i}", "1.0", {f"garb{i}/__init__.py": b"", f"garb{i}/_C{EXT}": patched}
+            )
+        )
+    install(venv, *wheels)
+    for i, (name, _patch, _reason) in enumerate([("ok", None, ""), *GARBAGE], start=-1):
+        package = "garb_ok" if i < 0 else f"garb{i}"
+        imported = subprocess.run(
+            [str(venv.python), "-c", f"import {package}._C"], capture_output=True, check=False
+        )
+        assert (imported.returncode == 0) == (i < 0), (name, imported)
+    run = libdoctor.check(venv.path, "--json")
+    assert run.rc == 1, run.describe()
+    invalid = {f["paths"][0]: f for f in findings(run, "elf-invalid")}
+    expected = {str(venv.site_packages / f"garb{i}" / f"_C{EXT}"): g for i, g in enumerate(GARBAGE)}
+    assert set(invalid) == set(expected), run.describe()
+    for path, (name, _patch, reason) in expected.items():
+        assert invalid[path]["severity"] == "error", name
+        assert reason in invalid[path]["evidence"]["reason"], (name, invalid[path])
+    assert "Traceback" not in run.stderr

@@ -473,6 +473,7 @@ class Good:
     phnum: int
     dyn_off: int
     dyn_entries: list[tuple[int, int]]  # (tag, value)
+    dyn_vaddr: int = 0
 
     def phdr_at(self, p_type: int) -> int:
         for i in range(self.phnum):
@@ -509,8 +510,9 @@ def good(tmp_path_factory: pytest.TempPathFactory) -> Good:
     (phnum,) = struct.unpack_from("<H", data, 56)
     good = Good(data, phoff, phnum, 0, [])
     dyn_ph = good.phdr_at(2)
-    dyn_off, _vaddr, _paddr, dyn_size = struct.unpack_from("<QQQQ", data, dyn_ph + 8)
+    dyn_off, dyn_vaddr, _paddr, dyn_size = struct.unpack_from("<QQQQ", data, dyn_ph + 8)
     good.dyn_off = dyn_off
+    good.dyn_vaddr = dyn_vaddr
     for tag, val in struct.iter_unpack("<qQ", data[dyn_off : dyn_off + dyn_size]):
         good.dyn_entries.append((tag, val))
         if tag == 0:
@@ -522,6 +524,15 @@ def patch(data: bytes, offset: int, fmt: str, *values: int) -> bytes:
     out = bytearray(data)
     struct.pack_into(fmt, out, offset, *values)
     return bytes(out)
+
+
+def without_strings(good: Good) -> bytes:
+    """GOOD with every string tag (NEEDED, SONAME, RPATH, RUNPATH) turned into DT_DEBUG."""
+    out = good.data
+    for i, (tag, _value) in enumerate(good.dyn_entries):
+        if tag in (1, 14, 15, 29):
+            out = patch(out, good.dyn_off + 16 * i, "<q", 21)
+    return out
 
 
 Corruption = Callable[[Good], bytes]
@@ -564,6 +575,33 @@ CORRUPTIONS: list[tuple[str, Corruption, str]] = [
         "not NUL-terminated",
     ),
     ("no-strtab", lambda g: patch(g.data, g.dyn_at(5), "<q", 21), "no DT_STRTAB"),
+    # The loader reads the dynamic section at p_vaddr and follows the address tags: one that
+    # points outside every PT_LOAD makes `import` segfault (checks/test_libraries has the proof).
+    (
+        "dynamic-address-unmapped",
+        lambda g: patch(g.data, g.phdr_at(2) + 16, "<Q", 0x7FFF_0000_0000),
+        "PT_DYNAMIC address 0x7fff00000000 is not in any PT_LOAD segment",
+    ),
+    (
+        "dynamic-address-disagrees",
+        lambda g: patch(g.data, g.phdr_at(2) + 16, "<Q", g.dyn_vaddr + 16),
+        "disagree",
+    ),
+    (
+        "symtab-unmapped",
+        lambda g: patch(g.data, g.dyn_at(6) + 8, "<Q", 0x7FFF0000_00000000),
+        "DT_SYMTAB address 0x7fff000000000000 is not in any PT_LOAD segment",
+    ),
+    (
+        "gnu-hash-unmapped",
+        lambda g: patch(g.data, g.dyn_at(0x6FFFFEF5) + 8, "<Q", 2**64 - 1),
+        "DT_GNU_HASH address 0xffffffffffffffff is not in any PT_LOAD segment",
+    ),
+    (
+        "strtab-unmapped-without-strings",
+        lambda g: patch(without_strings(g), g.dyn_at(5) + 8, "<Q", 0x7FFF0000_00000000),
+        "DT_STRTAB address",
+    ),
 ]
 
 

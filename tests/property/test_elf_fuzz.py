@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -174,3 +175,89 @@ def test_read_elf_agrees_with_parse_elf(scratch: Path, case: tuple[Seed, bytes])
     except ElfFormatError:
         got = None
     assert got == expected
+
+
+# Address tags the loader dereferences (elf.dynamic._ADDRESS_TAGS), spelled out here again.
+ADDRESS_TAGS = {3, 4, 5, 6, 7, 12, 13, 17, 23, 25, 26, 32, 36, 0x6FFFFEF5, 0x6FFFFFF0,
+                0x6FFFFFFC, 0x6FFFFFFE}  # fmt: skip
+
+
+def _layout(data: bytes) -> tuple[str, bool, list[tuple[int, int, int, int, int]]]:
+    """(struct byte order, is64, program headers as (type, offset, vaddr, filesz, memsz))."""
+    is64 = data[4] == 2
+    o = "<" if data[5] == 1 else ">"
+    if is64:
+        phoff, phnum = (
+            struct.unpack_from(o + "Q", data, 32)[0],
+            struct.unpack_from(o + "H", data, 56)[0],
+        )
+        rows = [struct.unpack_from(o + "IIQQQQQ", data, phoff + 56 * i) for i in range(phnum)]
+        return o, is64, [(t, off, va, fs, ms) for t, _f, off, va, _p, fs, ms in rows]
+    phoff, phnum = (
+        struct.unpack_from(o + "I", data, 28)[0],
+        struct.unpack_from(o + "H", data, 44)[0],
+    )
+    rows = [struct.unpack_from(o + "IIIIII", data, phoff + 32 * i) for i in range(phnum)]
+    return o, is64, [(t, off, va, fs, ms) for t, off, va, _p, fs, ms in rows]
+
+
+def _dynamic_slots(data: bytes) -> list[int]:
+    """The file offset of each dynamic entry's value, and of PT_DYNAMIC's p_vaddr."""
+    o, is64, phdrs = _layout(data)
+    size = 16 if is64 else 8
+    slots = []
+    for i, (p_type, off, _va, filesz, _ms) in enumerate(phdrs):
+        if p_type == 2:
+            slots += [off + at + size // 2 for at in range(0, filesz - size + 1, size)]
+            phoff = struct.unpack_from(o + ("Q" if is64 else "I"), data, 32 if is64 else 28)[0]
+            slots.append(phoff + (56 * i + 16 if is64 else 32 * i + 8))
+    return slots
+
+
+def _addresses_mapped(data: bytes) -> bool:
+    """What a parse that succeeded promises: every address tag's last value, and PT_DYNAMIC
+    itself, lie inside a PT_LOAD segment."""
+    o, is64, phdrs = _layout(data)
+    loads = [(va, fs, ms) for t, _off, va, fs, ms in phdrs if t == 1]
+    last: dict[int, int] = {}
+    for p_type, off, va, filesz, _ms in phdrs:
+        if p_type != 2:
+            continue
+        if not any(lva <= va and va + filesz <= lva + lfs for lva, lfs, _lms in loads):
+            return False
+        for tag, val in struct.iter_unpack(o + ("qQ" if is64 else "iI"), data[off : off + filesz]):
+            if tag == 0:
+                break
+            last[tag] = val
+    return all(
+        any(lva <= val <= lva + lms for lva, _lfs, lms in loads)
+        for tag, val in last.items()
+        if tag in ADDRESS_TAGS
+    )
+
+
+@st.composite
+def dynamic_patches(draw: st.DrawFn) -> bytes:
+    """One dynamic entry's value (or PT_DYNAMIC's address) replaced: by an interesting value,
+    any value, or one near the original (still mapped, or just past a segment)."""
+    seed = _seed(draw(st.integers(0, 100)))
+    data = bytearray(seed.data)
+    is64 = data[4] == 2
+    order: Literal["little", "big"] = "little" if data[5] == 1 else "big"
+    width = 8 if is64 else 4
+    pos = draw(st.sampled_from(_dynamic_slots(seed.data)))
+    old = int.from_bytes(data[pos : pos + width], order)
+    value = draw(
+        st.one_of(INTERESTING, st.integers(0, 2**64 - 1), st.integers(old - 0x10000, old + 0x10000))
+    )
+    data[pos : pos + width] = (value % (1 << (8 * width))).to_bytes(width, order)
+    return bytes(data)
+
+
+@FUZZ
+@given(dynamic_patches())
+def test_patched_dynamic_values_are_checked(data: bytes) -> None:
+    """A value or ElfFormatError, never more; and a value only when the addresses the loader
+    will dereference are mapped (else `import` would segfault on a file check called fine)."""
+    if _check(data) is not None:
+        assert _addresses_mapped(data)

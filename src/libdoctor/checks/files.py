@@ -16,7 +16,7 @@ from libdoctor.checks.shared import shared_paths
 from libdoctor.checks.verdict import Digests, RecordDigests, Verdict, judge
 from libdoctor.checks.wording import about, are, plural, ref, repair_fix, severity_for
 from libdoctor.disk.stat import Disk, FileState
-from libdoctor.environment.distributions import Distribution
+from libdoctor.environment.distributions import EMPTY_RECORD, Distribution
 from libdoctor.environment.installers import reinstall_argv, steps_fix
 from libdoctor.environment.model import Claim, Environment
 from libdoctor.environment.paths import display, is_bytecode, is_native
@@ -192,7 +192,11 @@ def _unreadable_record(env: Environment, dist: Distribution, severity: Severity)
         severity=severity,
         message=(
             f"{dist.display} has {dist.record_error}: its files cannot be checked, "
-            "and an uninstall cannot know what to remove."
+            + (
+                "and `pip uninstall` would remove none of them (it reports success)."
+                if dist.record_error == EMPTY_RECORD
+                else "and an uninstall cannot know what to remove."
+            )
         ),
         distribution=ref(dist),
         paths=(dist.metadata_dir,),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import os
 import sys
 from collections.abc import Sequence
@@ -123,6 +124,55 @@ def discover_target(args: argparse.Namespace) -> Target:
 def exit_code(findings: Sequence[Finding], fail_on: str) -> int:
     threshold = Severity.parse(fail_on)
     return EXIT_FINDINGS if any(f.severity >= threshold for f in findings) else EXIT_OK
+
+
+# What the output's few non-ASCII marks become on a stream that cannot encode them
+# (PYTHONIOENCODING=ascii, LANG=C with an old Python); anything else is backslash-escaped.
+ASCII_FALLBACK = {
+    "✗": "x",
+    "✓": "+",
+    "…": "...",
+    "→": "->",
+    "←": "<-",
+    "—": "--",
+    "\u2013": "-",  # en dash
+    "·": "*",
+}
+_ERRORS = "libdoctor-ascii"
+
+
+def ascii_fallback(exc: UnicodeError) -> tuple[str, int]:
+    """A codec error handler: the ASCII stand-in of each character the stream cannot encode."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    text = exc.object[exc.start : exc.end]
+    spelled = (
+        ASCII_FALLBACK.get(c) or c.encode("ascii", "backslashreplace").decode() for c in text
+    )
+    return "".join(spelled), exc.end
+
+
+def degrade_streams() -> None:
+    """Let stdout and stderr write what their encoding cannot hold, degraded to ASCII,
+    instead of failing with UnicodeEncodeError half-way through a report."""
+    try:
+        codecs.lookup_error(_ERRORS)
+    except LookupError:
+        codecs.register_error(_ERRORS, ascii_fallback)
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        if reconfigure is None or _can_encode(encoding, "".join(ASCII_FALLBACK)):
+            continue
+        reconfigure(errors=_ERRORS)
+
+
+def _can_encode(encoding: str, text: str) -> bool:
+    try:
+        text.encode(encoding)
+    except (UnicodeError, LookupError):
+        return False
+    return True
 
 
 def write(text: str) -> None:

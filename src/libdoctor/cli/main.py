@@ -15,7 +15,7 @@ from importlib import import_module
 from typing import Any
 
 from libdoctor import __version__
-from libdoctor.cli.common import EXIT_ERROR
+from libdoctor.cli.common import EXIT_ERROR, degrade_streams
 from libdoctor.errors import LibdoctorError
 
 # Subcommand modules under libdoctor.cli, in the order --help lists them.
@@ -99,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the cyclic collector would only re-scan them, for a sixth of the run time.
     collecting = gc.isenabled()
     gc.disable()
+    degrade_streams()
     try:
         words = list(sys.argv[1:] if argv is None else argv)
         command = words[0] if words and words[0] in COMMANDS else None

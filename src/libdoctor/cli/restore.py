@@ -36,14 +36,17 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from libdoctor.repair.journal import list_backups, locate
+    from libdoctor.repair.journal import locate, scan_backups
     from libdoctor.repair.rollback import restore
     from libdoctor.report.restore import list_json, list_text, result_json, result_text
 
     root = changes.backups_dir(args)
     if args.list:
-        backups = list_backups(root)
-        common.write(list_json(backups) if args.json else list_text(root, backups))
+        backups, damaged = scan_backups(root)
+        if args.json:
+            common.write(list_json(backups, damaged))
+        else:
+            common.write(list_text(root, backups, damaged))
         return common.EXIT_OK
     result = restore(locate(root, args.backup), dry_run=args.dry_run)
     common.write(result_json(result) if args.json else result_text(result, args.verbose))

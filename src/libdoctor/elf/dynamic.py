@@ -5,7 +5,9 @@ the PT_DYNAMIC segment, and the string-table blocks that hold the wanted strings
 (torch's libraries reach 1 GB; their dynamic string tables alone are megabytes).
 Every offset and size is checked against the file size before it is used, and any
 malformation becomes ``ElfFormatError("one-line reason")``; nothing else escapes for
-bad bytes.
+bad bytes. What the loader itself would trip over is checked too, at constant cost per
+dynamic tag: PT_DYNAMIC and every address tag must lie inside a PT_LOAD segment (else
+``import`` dies with SIGSEGV before Python can say anything).
 
 The parser is pure: it sees the file only through ``read_at(offset, size) -> bytes``.
 ``read_elf`` feeds it ``os.pread`` on a file descriptor, ``parse_elf`` feeds it bytes.
@@ -55,6 +57,31 @@ DT_SONAME = 14
 DT_RPATH = 15
 DT_RUNPATH = 29
 DT_FLAGS_1 = 0x6FFFFFFB
+
+# Tags whose value is an address the loader dereferences once the object is mapped (glibc's
+# elf_get_dynamic_info and what follows it). One outside every PT_LOAD segment makes
+# `import` die with SIGSEGV, before Python can report anything.
+_ADDRESS_TAGS = {
+    3: "DT_PLTGOT",
+    4: "DT_HASH",
+    DT_STRTAB: "DT_STRTAB",
+    6: "DT_SYMTAB",
+    7: "DT_RELA",
+    12: "DT_INIT",
+    13: "DT_FINI",
+    17: "DT_REL",
+    23: "DT_JMPREL",
+    25: "DT_INIT_ARRAY",
+    26: "DT_FINI_ARRAY",
+    32: "DT_PREINIT_ARRAY",
+    36: "DT_RELR",
+    0x6FFFFEF5: "DT_GNU_HASH",
+    0x6FFFFFF0: "DT_VERSYM",
+    0x6FFFFFFC: "DT_VERDEF",
+    0x6FFFFFFE: "DT_VERNEED",
+}
+# The tags read from the dynamic section besides DT_NEEDED; for each the last one wins.
+_SINGLE_TAGS = frozenset({DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH, DT_FLAGS_1, *_ADDRESS_TAGS})
 
 _PN_XNUM = 0xFFFF
 # Limits far above anything a linker writes; they keep a corrupt size field from
@@ -136,6 +163,7 @@ class Segment:
     offset: int
     vaddr: int
     filesz: int
+    memsz: int
 
 
 def is_elf_magic(head: bytes) -> bool:
@@ -243,16 +271,16 @@ def read_segments(
     segments = []
     for fields in lay.phdr.iter_unpack(table):
         if lay.is64:
-            p_type, _pflags, p_offset, p_vaddr, _paddr, p_filesz = fields[:6]
+            p_type, _pflags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz = fields[:7]
         else:
-            p_type, p_offset, p_vaddr, _paddr, p_filesz = fields[:5]
+            p_type, p_offset, p_vaddr, _paddr, p_filesz, p_memsz = fields[:6]
         if p_type in (PT_LOAD, PT_DYNAMIC, PT_INTERP) and p_offset + p_filesz > file_size:
             # A truncated download looks exactly like this; the loader would map
             # pages past the end of file and die with SIGBUS on first touch.
             raise ElfFormatError(
                 f"segment {_PT_NAMES[p_type]} at offset {p_offset:#x} extends beyond end of file"
             )
-        segments.append(Segment(p_type, p_offset, p_vaddr, p_filesz))
+        segments.append(Segment(p_type, p_offset, p_vaddr, p_filesz, p_memsz))
     return segments
 
 
@@ -264,6 +292,7 @@ def _read_dynamic(
 ) -> tuple[str | None, tuple[str, ...], str | None, str | None, int]:
     if dyn.filesz > _MAX_DYNAMIC:
         raise ElfFormatError(f"dynamic segment too large ({dyn.filesz} bytes)")
+    check_dynamic_mapped(dyn, loads)
     usable = dyn.filesz - dyn.filesz % lay.dyn.size
     raw = read_exact(read_at, file_size, dyn.offset, usable, "dynamic segment")
 
@@ -275,8 +304,9 @@ def _read_dynamic(
             break
         if tag == DT_NEEDED:
             needed_offs.append(val)
-        elif tag in (DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH, DT_FLAGS_1):
+        elif tag in _SINGLE_TAGS:
             single[tag] = val
+    check_addresses_mapped(single, loads)
 
     flags_1 = single.get(DT_FLAGS_1, 0)
     wanted = (DT_SONAME, DT_RPATH, DT_RUNPATH)
@@ -289,6 +319,35 @@ def _read_dynamic(
     needed = tuple(strings.get(off) for off in needed_offs)
     soname, rpath, runpath = (strings.get(single[t]) if t in single else None for t in wanted)
     return soname, needed, rpath, runpath, flags_1
+
+
+def check_dynamic_mapped(dyn: Segment, loads: list[Segment]) -> None:
+    """The loader finds the dynamic section at its address (p_vaddr), in the mapped image;
+    we read it at its offset. Both must name the same bytes, inside one PT_LOAD segment."""
+    for seg in loads:
+        if seg.vaddr <= dyn.vaddr and dyn.vaddr + dyn.filesz <= seg.vaddr + seg.filesz:
+            if seg.offset + (dyn.vaddr - seg.vaddr) != dyn.offset:
+                raise ElfFormatError(
+                    f"PT_DYNAMIC address {dyn.vaddr:#x} and offset {dyn.offset:#x} disagree"
+                )
+            return
+    raise ElfFormatError(f"PT_DYNAMIC address {dyn.vaddr:#x} is not in any PT_LOAD segment")
+
+
+def check_addresses_mapped(single: dict[int, int], loads: list[Segment]) -> None:
+    """Each address tag's value lies in the memory image of a PT_LOAD segment (its end
+    included: an empty array may start there). A handful of segments per tag."""
+    spans = [(seg.vaddr, seg.vaddr + seg.memsz) for seg in loads]
+    for tag, address in single.items():
+        if tag not in _ADDRESS_TAGS:
+            continue
+        for low, high in spans:
+            if low <= address <= high:
+                break
+        else:
+            raise ElfFormatError(
+                f"{_ADDRESS_TAGS[tag]} address {address:#x} is not in any PT_LOAD segment"
+            )
 
 
 def string_table(

@@ -15,6 +15,9 @@ from libdoctor.environment.record import (
 )
 from libdoctor.environment.target import SiteDir, Target
 
+EMPTY_RECORD = "an empty RECORD"
+"""``Distribution.record_error`` for a RECORD with no rows: pip would uninstall nothing."""
+
 
 @dataclass(frozen=True, slots=True)
 class Metadata:
@@ -35,7 +38,7 @@ class Distribution:
     installer: str | None  # INSTALLER contents ("pip", "uv", ...)
     requires_dist: tuple[str, ...]
     record: ParsedRecord | None  # None: no file list at all
-    record_error: str | None  # why the file list could not be read (missing, unreadable)
+    record_error: str | None  # why the file list is unusable (missing, unreadable, empty)
 
     @property
     def display(self) -> str:
@@ -135,6 +138,10 @@ def _read_file_list(
     if raw is None:
         # pip always writes RECORD; an egg-info without a file list is merely old.
         return None, ("no RECORD" if kind == "dist-info" else None), base_dir
+    if kind == "dist-info" and not raw.strip():
+        # pip reads an empty RECORD as "no files": its uninstall removes nothing, says
+        # "No files were found to uninstall" and succeeds. Treated as lost, not as empty.
+        return None, EMPTY_RECORD, base_dir
     return parse(raw, only_containing), None, base_dir
 
 

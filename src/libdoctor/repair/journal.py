@@ -8,14 +8,14 @@ files, written atomically and fsync'd) and ``files/`` (the copies). Taking one i
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
 import os
+import re
 import stat
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from libdoctor import __version__
 from libdoctor.environment.model import is_inside
@@ -30,7 +30,9 @@ __all__ = [
     "list_backups",
     "list_tree",
     "load",
+    "load_listing",
     "locate",
+    "scan_backups",
 ]
 
 
@@ -38,6 +40,9 @@ SCHEMA_VERSION = 1
 BackupState = Literal["in-progress", "done", "failed", "rolled-back", "restored"]
 StepState = Literal["running", "done", "failed"]
 EntryKind = Literal["file", "dir", "symlink", "other"]
+BACKUP_STATES: tuple[BackupState, ...] = get_args(BackupState)
+STEP_STATES: tuple[StepState, ...] = get_args(StepState)
+ENTRY_KINDS: tuple[EntryKind, ...] = get_args(EntryKind)
 CHUNK = 1 << 20
 JOURNAL = "journal.json"
 LISTING = "listing.json"
@@ -176,52 +181,232 @@ def info_to_json(info: BackupInfo) -> dict[str, Any]:
 
 
 def load(path: str) -> BackupInfo:
-    """Read one backup's journal; a one-line LibdoctorError when it is not a backup."""
+    """Read one backup's journal; a one-line LibdoctorError when it is not a backup, naming
+    the field when a value is of the wrong type or out of range (a hand-edited journal)."""
     try:
         with open(os.path.join(path, JOURNAL), encoding="ascii") as handle:
             doc = json.load(handle)
-        if doc.get("schema_version") != SCHEMA_VERSION:
-            raise LibdoctorError(f"{path}: journal schema {doc.get('schema_version')!r} unknown")
-        steps = tuple(StepRecord(**{**s, "argv": tuple(s["argv"])}) for s in doc["steps"])
-        return BackupInfo(
-            id=str(doc["id"]),
-            path=path,
-            prefix=str(doc["prefix"]),
-            created=str(doc["created"]),
-            command=str(doc["command"]),
-            state=doc["state"],
-            steps=steps,
-            files=tuple(SavedFile(**f) for f in doc["files"]),
-            history=tuple(doc.get("history", ())),
-        )
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError) as exc:
         raise LibdoctorError(f"{path} is not a readable libdoctor backup: {exc}") from None
+    if not isinstance(doc, dict):
+        raise LibdoctorError(f"{path} is not a readable libdoctor backup: not a JSON object")
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise LibdoctorError(f"{path}: journal schema {doc.get('schema_version')!r} unknown")
+    try:
+        return _info(path, Fields(doc, ""))
+    except DamagedField as exc:
+        raise LibdoctorError(f"{path}: damaged backup journal: {exc}") from None
+
+
+def _info(path: str, doc: Fields) -> BackupInfo:
+    return BackupInfo(
+        id=doc.text("id"),
+        path=path,
+        prefix=doc.absolute("prefix"),
+        created=doc.text("created"),
+        command=doc.text("command"),
+        state=doc.choice("state", BACKUP_STATES),  # type: ignore[arg-type]
+        steps=tuple(_step(step) for step in doc.items("steps")),
+        files=tuple(_saved(item) for item in doc.items("files")),
+        history=tuple(h.raw for h in doc.items("history", optional=True)),
+    )
+
+
+def _step(step: Fields) -> StepRecord:
+    return StepRecord(
+        argv=step.texts("argv"),
+        state=step.choice("state", STEP_STATES),  # type: ignore[arg-type]
+        returncode=step.integer("returncode", -(1 << 31), (1 << 31) - 1, optional=True),
+        saved=step.integer("saved", 0, _MAX_INT, default=0),
+        message=step.text("message", default=""),
+    )
+
+
+def _saved(item: Fields) -> SavedFile:
+    kind = item.choice("kind", ("file", "symlink"))
+    return SavedFile(
+        path=item.absolute("path"),
+        kind=kind,  # type: ignore[arg-type]
+        copy=item.copy_name("copy", required=kind == "file"),
+        link=item.text("link") if kind == "symlink" else item.optional_text("link"),
+        mode=item.integer("mode", 0, 0o7777),
+        mtime_ns=item.integer("mtime_ns", -_MAX_INT - 1, _MAX_INT),
+        size=item.integer("size", 0, _MAX_INT),
+        sha256=item.sha256("sha256", required=kind == "file"),
+        original=item.boolean("original"),
+    )
 
 
 def load_listing(path: str) -> dict[str, Entry]:
+    """Read one backup's prefix listing; a one-line LibdoctorError naming a damaged field."""
     try:
         with open(os.path.join(path, LISTING), encoding="ascii") as handle:
             raw = json.load(handle)
-        return {p: Entry(k, m, s, t) for p, (k, m, s, t) in raw["entries"].items()}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError) as exc:
         raise LibdoctorError(f"{path}: the prefix listing is unreadable: {exc}") from None
+    try:
+        entries = Fields(raw if isinstance(raw, dict) else {}, "").mapping("entries")
+        return {name: _entry(name, value) for name, value in entries.items()}
+    except DamagedField as exc:
+        raise LibdoctorError(f"{path}: damaged prefix listing: {exc}") from None
+
+
+def _entry(name: str, value: object) -> Entry:
+    where = f"entries[{name!r}]"
+    if not os.path.isabs(name):
+        raise DamagedField(f"{where}: the path is not absolute")
+    if not isinstance(value, list) or len(value) != 4:
+        raise DamagedField(f"{where} is {_shown(value)}, expected [kind, mode, size, mtime_ns]")
+    fields = Fields(dict(zip(("kind", "mode", "size", "mtime_ns"), value, strict=True)), where)
+    return Entry(
+        fields.choice("kind", ENTRY_KINDS),  # type: ignore[arg-type]
+        fields.integer("mode", 0, 0o7777),
+        fields.integer("size", 0, _MAX_INT),
+        fields.integer("mtime_ns", -_MAX_INT - 1, _MAX_INT),
+    )
+
+
+# --------------------------------------------------------------------------- field checks
+
+_MAX_INT = (1 << 63) - 1  # what os.utime, os.chmod and st_size take without OverflowError
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+class DamagedField(ValueError):
+    """A journal or listing field of the wrong type or out of range: its name and value."""
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class Fields:
+    """One JSON object of a journal, read field by field: each accessor checks the type and
+    range of the value it returns, and names the field (``files[3].mtime_ns``) when it fails."""
+
+    __slots__ = ("raw", "where")
+
+    def __init__(self, raw: Mapping[str, Any], where: str) -> None:
+        self.raw = raw
+        self.where = where
+
+    def _name(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def _get(self, key: str, expected: str, default: object = ...) -> object:
+        if key in self.raw:
+            return self.raw[key]
+        if default is ...:
+            raise DamagedField(f"{self._name(key)} is missing, expected {expected}")
+        return default
+
+    def _bad(self, key: str, value: object, expected: str) -> DamagedField:
+        return DamagedField(f"{self._name(key)} is {_shown(value)}, expected {expected}")
+
+    def text(self, key: str, default: object = ...) -> str:
+        value = self._get(key, "a string", default)
+        if not isinstance(value, str) or "\0" in value:
+            raise self._bad(key, value, "a string")
+        return value
+
+    def optional_text(self, key: str) -> str | None:
+        value = self._get(key, "a string or null", None)
+        if value is not None and (not isinstance(value, str) or "\0" in value):
+            raise self._bad(key, value, "a string or null")
+        return value
+
+    def absolute(self, key: str) -> str:
+        value = self.text(key)
+        if not os.path.isabs(value):
+            raise self._bad(key, value, "an absolute path")
+        return value
+
+    def copy_name(self, key: str, *, required: bool) -> str | None:
+        """A copy's name inside the backup directory: relative, never climbing out of it."""
+        value = self.text(key) if required else self.optional_text(key)
+        if value is not None and (os.path.isabs(value) or ".." in value.split("/")):
+            raise self._bad(key, value, "a path inside the backup (files/NNNNNN)")
+        return value
+
+    def sha256(self, key: str, *, required: bool) -> str | None:
+        value = self.text(key) if required else self.optional_text(key)
+        if value is not None and not _SHA256.fullmatch(value):
+            raise self._bad(key, value, "a sha256 hex digest")
+        return value
+
+    def integer(
+        self, key: str, low: int, high: int, *, optional: bool = False, default: object = ...
+    ) -> Any:
+        expected = f"an integer in [{low}, {high}]" + (" or null" if optional else "")
+        value = self._get(key, expected, None if optional else default)
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise self._bad(key, value, expected)
+        return value
+
+    def boolean(self, key: str) -> bool:
+        value = self._get(key, "true or false")
+        if not isinstance(value, bool):
+            raise self._bad(key, value, "true or false")
+        return value
+
+    def choice(self, key: str, allowed: tuple[str, ...]) -> str:
+        expected = "one of " + ", ".join(allowed)
+        value = self._get(key, expected)
+        if value not in allowed:
+            raise self._bad(key, value, expected)
+        assert isinstance(value, str)
+        return value
+
+    def texts(self, key: str) -> tuple[str, ...]:
+        value = self._get(key, "a list of strings")
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self._bad(key, value, "a list of strings")
+        return tuple(value)
+
+    def mapping(self, key: str) -> Mapping[str, Any]:
+        value = self._get(key, "an object")
+        if not isinstance(value, dict):
+            raise self._bad(key, value, "an object")
+        return value
+
+    def items(self, key: str, *, optional: bool = False) -> list[Fields]:
+        value = self._get(key, "a list of objects", [] if optional else ...)
+        if not isinstance(value, list):
+            raise self._bad(key, value, "a list of objects")
+        out = []
+        for i, item in enumerate(value):
+            if not isinstance(item, dict):
+                raise self._bad(f"{key}[{i}]", item, "an object")
+            out.append(Fields(item, f"{self._name(key)}[{i}]"))
+        return out
 
 
 def list_backups(root: str) -> list[BackupInfo]:
     """Every backup under ROOT, oldest first; unreadable ones are skipped."""
+    return scan_backups(root)[0]
+
+
+def scan_backups(root: str) -> tuple[list[BackupInfo], list[str]]:
+    """(every readable backup under ROOT, oldest first; why each damaged one was skipped)."""
     try:
         names = sorted(os.listdir(root))
     except FileNotFoundError:
-        return []
+        return [], []
     except OSError as exc:
         raise LibdoctorError(f"cannot list backups in {root}: {exc.strerror}") from None
     found = []
+    damaged = []
     for name in names:
         path = os.path.join(root, name)
         if os.path.isfile(os.path.join(path, JOURNAL)):
-            with contextlib.suppress(LibdoctorError):
+            try:
                 found.append(load(path))
-    return sorted(found, key=lambda b: b.created)
+            except LibdoctorError as exc:
+                damaged.append(str(exc))
+    return sorted(found, key=lambda b: b.created), damaged
 
 
 def interrupted(root: str, prefix: str) -> list[BackupInfo]:

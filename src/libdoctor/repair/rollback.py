@@ -132,7 +132,8 @@ def rollback(info: BackupInfo, listing: Mapping[str, Entry], *, dry_run: bool) -
     if dry_run:
         return done.result(info, dry_run=True)
     _restore_directory_times(prefix, listing, guard)
-    done.problems += _verify(prefix, skip, listing, saved)
+    reported = {path for path, _ in done.problems}
+    done.problems += [p for p in _verify(prefix, skip, listing, saved) if p[0] not in reported]
     return done.result(info, dry_run=False)
 
 
@@ -208,6 +209,9 @@ def _put_copies_back(
         if not dry_run:
             try:
                 _put_back(backup_dir, item)
+            except DamagedCopy as exc:
+                done.problems.append((path, f"not restored, left as it is: {exc}"))
+                continue
             except OSError as exc:
                 done.problems.append((path, f"cannot restore: {exc.strerror or exc}"))
                 continue
@@ -270,8 +274,13 @@ def _matches(path: str, item: SavedFile) -> bool:
         return False
 
 
+class DamagedCopy(Exception):
+    """A backup copy whose bytes are not the ones its journal recorded (truncated, edited)."""
+
+
 def _put_back(backup_dir: str, item: SavedFile) -> None:
-    """Write the copy next to its place, then rename over it: never a half-written file."""
+    """Write the copy next to its place, check it against the journal's size and sha256,
+    then rename over it: never a half-written file, never a damaged copy."""
     path = item.path
     parent = os.path.dirname(path)
     with contextlib.suppress(FileNotFoundError):
@@ -287,10 +296,23 @@ def _put_back(backup_dir: str, item: SavedFile) -> None:
                 os.utime(path, ns=(item.mtime_ns, item.mtime_ns), follow_symlinks=False)
             return
         assert item.copy is not None
+        digest = hashlib.sha256()
+        size = 0
         with open(os.path.join(backup_dir, item.copy), "rb") as reader, open(tmp, "xb") as writer:
-            shutil.copyfileobj(reader, writer, CHUNK)
+            while chunk := reader.read(CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+                writer.write(chunk)
             writer.flush()
             os.fsync(writer.fileno())
+        if (size, digest.hexdigest()) != (item.size, item.sha256):
+            # Checked on the bytes written, before the rename: a damaged copy never
+            # replaces the file that is there now.
+            raise DamagedCopy(
+                f"the backup copy {item.copy} is damaged ({size} bytes, sha256 "
+                f"{digest.hexdigest()[:12]}...; the journal says {item.size} bytes, "
+                f"{(item.sha256 or '')[:12]}...)"
+            )
         os.chmod(tmp, item.mode)
         os.utime(tmp, ns=(item.mtime_ns, item.mtime_ns))
         os.replace(tmp, path)

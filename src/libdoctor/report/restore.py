@@ -23,8 +23,15 @@ _SCHEMA_VERSION = 1
 _PROBLEMS_SHOWN = 20
 
 
-def list_json(backups: Sequence[BackupInfo]) -> str:
-    return dumps({"schema_version": _SCHEMA_VERSION, "backups": [info_dict(b) for b in backups]})
+def list_json(backups: Sequence[BackupInfo], damaged: Sequence[str] = ()) -> str:
+    """DAMAGED: why each backup that could not be read was skipped (one line each)."""
+    return dumps(
+        {
+            "schema_version": _SCHEMA_VERSION,
+            "backups": [info_dict(b) for b in backups],
+            "skipped": list(damaged),
+        }
+    )
 
 
 def result_json(result: RestoreResult) -> str:
@@ -66,16 +73,17 @@ def result_dict(result: RestoreResult) -> dict[str, Any]:
     }
 
 
-def list_text(root: str, backups: Sequence[BackupInfo]) -> str:
-    if not backups:
-        return f"No backups in {display(root)}\n"
-    lines = [f"Backups in {display(root)}:"]
+def list_text(root: str, backups: Sequence[BackupInfo], damaged: Sequence[str] = ()) -> str:
+    lines = [f"Backups in {display(root)}:" if backups else f"No backups in {display(root)}"]
     for info in backups:
         flag = "  ← needs restore" if info.needs_restore else ""
         lines.append(
             f"  {info.id}  {info.state:<12} {len(info.files):>6} files  "
             f"{display(info.prefix)}  ({display(info.command)}){flag}"
         )
+    if damaged:
+        lines.append(f"Skipped {len(damaged)} damaged backup(s), not listed:")
+        lines += [f"  {display(why)}" for why in damaged]
     return "\n".join(lines) + "\n"
 
 

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import configparser
 import os
+import shlex
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from libdoctor.analysis.run import run_checks
 from libdoctor.disk.stat import MISSING, Disk, FileState
-from libdoctor.environment.distributions import Distribution
+from libdoctor.environment.distributions import EMPTY_RECORD, Distribution
+from libdoctor.environment.installers import reinstall_argv
 from libdoctor.environment.model import Environment, build_environment, is_inside
 from libdoctor.environment.record import RecordEntry
 from libdoctor.environment.target import Target
@@ -214,6 +216,12 @@ def _walk_all(disk: Disk, root: str) -> tuple[list[str], list[str]]:
 def removal_set(dist: Distribution, env: Environment, disk: Disk) -> Removal:
     """The paths ``pip uninstall`` of DIST deletes, as seen through DISK."""
     if dist.record is None and dist.kind == "dist-info":
+        if dist.record_error == EMPTY_RECORD:
+            raise LibdoctorError(
+                f"{dist.display} has {EMPTY_RECORD}: pip would remove none of its files "
+                "(it lists none) and leave it installed; give it a RECORD first with "
+                f"`{shlex.join(reinstall_argv(dist, env.target))}`"
+            )
         raise LibdoctorError(
             f"{dist.display} has {dist.record_error or 'no RECORD'}: pip cannot uninstall it"
         )
