@@ -76,6 +76,7 @@ class StepRecord:
     returncode: int | None = None
     saved: int = 0  # files copied before this step
     message: str = ""
+    pid: int | None = None  # the installer's, journaled as it starts
 
 
 @dataclass(frozen=True, slots=True)
