@@ -181,14 +181,21 @@ def run_steps(
             name = exc.signal_name if isinstance(exc, Terminated) else "SIGINT"
             raise LibdoctorError(_interrupted(session, name, say)) from None
         except BaseException:
-            say("interrupted: rolling back")
-            with quiet_signals():
-                session.rollback()
+            if session.info.state == "in-progress":
+                say("interrupted: rolling back")
+                with quiet_signals():
+                    session.rollback()
             raise
 
 
 def _interrupted(session: BackupSession, name: str, say: Notify) -> str:
-    """Roll back after signal NAME; what to tell the user, in one line."""
+    """Roll back after signal NAME; what to tell the user, in one line. A signal that arrives
+    once the run has ended (done, or already rolled back after a failed step) undoes nothing."""
+    if session.info.state != "in-progress":
+        return (
+            f"interrupted by {name} after the run ended: backup {session.info.id} "
+            f"is {session.info.state}"
+        )
     say(f"{name}: rolling back")
     with quiet_signals():
         undone = session.rollback()
