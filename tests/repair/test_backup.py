@@ -133,6 +133,7 @@ def test_journal_is_written_before_the_step_and_updated_after(tmp_path: Path) ->
             "returncode": None,
             "saved": 2,
             "message": "",
+            "pid": None,
         }
     ]
     assert len(on_disk["files"]) == 2 and all(

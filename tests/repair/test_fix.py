@@ -11,12 +11,20 @@ import json
 import os
 import re
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support.repairs import Cli, diff_states, fault_injector, tree_state
+from support.repairs import (
+    Cli,
+    diff_states,
+    fault_injector,
+    process_gone,
+    tree_state,
+    wait_for_installer,
+)
 from support.seed import LIB_REL, SeedWheels, build_seed_wheels, import_version
 from support.venvs import (
     Venv,
@@ -320,6 +328,111 @@ def test_sigkill_mid_step_leaves_a_journal_and_restore_brings_it_back(
     assert result["ok"] is True and result["backup"]["state"] == "restored"
     assert diff_states(before, tree_state(venv.path)) == [], "restore is not byte-identical"
     assert import_version(venv.python) == (0, "92400")
+
+
+# =============================================================================== signals
+
+
+def test_sigkill_of_libdoctor_alone_takes_its_installer_and_restore_runs_at_once(
+    states: States, seed: SeedWheels, cli: Cli, tmp_path: Path
+) -> None:
+    """Issue 13: only libdoctor is killed; its pip (hanging mid-install) must die with it, so
+    that a restore started at once does not race an orphan."""
+    venv = states("phantom")
+    before = tree_state(venv.path)
+    hook = fault_injector(tmp_path, venv.python, "hang")
+    proc = cli.start("fix", venv.path, "--yes", *offline(seed), "--installer-cmd", hook)
+    installer = wait_for_installer(tmp_path, proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=30) == -signal.SIGKILL
+    (journal,) = journals(cli)
+    assert journal["state"] == "in-progress"
+    assert journal["steps"][-1]["pid"] == installer, "the installer's pid is journaled"
+    restored = cli("restore", "--json")
+    assert restored.rc == 0, restored.describe()
+    assert process_gone(installer), "the installer outlived libdoctor"
+    assert diff_states(before, tree_state(venv.path)) == [], "restore is not byte-identical"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_mid_step_rolls_back_and_exits_2(
+    states: States, seed: SeedWheels, cli: Cli, tmp_path: Path, signum: signal.Signals
+) -> None:
+    venv = states("phantom")
+    before = tree_state(venv.path)
+    hook = fault_injector(tmp_path, venv.python, "hang")
+    proc = cli.start("fix", venv.path, "--yes", *offline(seed), "--installer-cmd", hook)
+    installer = wait_for_installer(tmp_path, proc)
+    os.kill(proc.pid, signum)  # libdoctor alone, as `kill PID` does
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, err.decode()
+    last = err.decode().splitlines()[-1]
+    assert last.startswith(f"libdoctor: error: interrupted by {signum.name}: rolled back"), last
+    assert process_gone(installer)
+    assert diff_states(before, tree_state(venv.path)) == [], "not rolled back byte for byte"
+    (journal,) = journals(cli)
+    assert journal["state"] == "rolled-back"
+
+
+def test_restore_refuses_while_a_journaled_installer_runs(
+    states: States, cli: Cli, tmp_path: Path
+) -> None:
+    """A journal whose running step names a live installer (here a fake, slow one): putting
+    files back under it would race it."""
+    import subprocess
+
+    from libdoctor.repair.backup import BackupSession
+
+    venv = states("phantom")
+    fake = [sys.executable, "-c", "import time; time.sleep(600)", "pip", "install", "x"]
+    slow = subprocess.Popen(fake)
+    try:
+        session = BackupSession(str(cli.backups), str(venv.path), "libdoctor fix")
+        session.begin(fake, 0)
+        session.started(slow.pid)
+        session._lock.release()  # as if this libdoctor had been killed
+        run = cli("restore")
+        assert run.rc == 2, run.describe()
+        assert f"still running in {venv.path} (pid {slow.pid})" in run.stderr
+        assert len(run.stderr.splitlines()) == 1
+    finally:
+        slow.kill()
+        slow.wait()
+    assert cli("restore").rc == 0, "once it has ended, restore runs"
+
+
+def test_one_repair_per_env_whatever_the_spelling_or_cache_dir(
+    states: States, seed: SeedWheels, cli: Cli, tmp_path: Path
+) -> None:
+    """Issue 13: the lock is the env's site directory itself, not a file keyed by the prefix
+    string in one cache dir: a symlink to the venv and another --cache-dir meet it too."""
+    venv = states("phantom")
+    before = tree_state(venv.path)
+    link = tmp_path / "link-to-venv"
+    link.symlink_to(venv.path)
+    hook = fault_injector(tmp_path, venv.python, "hang")
+    first = cli.start(
+        "fix", link, "--yes", *offline(seed), "--cache-dir", tmp_path / "a", "--installer-cmd", hook
+    )
+    installer = wait_for_installer(tmp_path, first)
+    try:
+        others: list[tuple[str | Path, ...]] = [
+            ("fix", venv.path, "--yes", *offline(seed), "--cache-dir", tmp_path / "b"),
+            ("uninstall", "torchlike", link, "--force", "--cache-dir", tmp_path / "c"),
+            ("restore", "--cache-dir", tmp_path / "a"),
+        ]
+        for args in others:
+            second = cli(*args, timeout=60)
+            assert second.rc == 2, second.describe()
+            assert "another libdoctor repair or restore is running on" in second.stderr
+            assert len(second.stderr.splitlines()) == 1, second.stderr
+        assert not (tmp_path / "b" / "backups").exists(), "the refused fix ran nothing"
+        assert not process_gone(installer), "the first one still runs: it was never disturbed"
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=120)
+    assert first.returncode == 2
+    assert diff_states(before, tree_state(venv.path)) == []
 
 
 def test_restore_undoes_a_finished_fix(states: States, seed: SeedWheels, cli: Cli) -> None:

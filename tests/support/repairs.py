@@ -5,8 +5,10 @@
 - ``tree_state``: a full picture of a directory tree (kind, mode, mtime, sha256 of every file,
   symlink targets) to prove a restore is byte-identical.
 - ``fault_injector``: a command prefix for ``--installer-cmd`` that runs the *real* pip of the
-  target and makes it fail, or SIGKILLs it together with libdoctor, right after pip wrote its
+  target and makes it fail, or SIGKILLs it together with libdoctor, or makes it hang (its pid
+  in ``installer.pid`` beside the script: ``wait_for_installer``), right after pip wrote its
   first file (pip has already moved the old files away at that point).
+- ``Cli.start``: the same command as a running process, for tests that signal it.
 """
 
 from __future__ import annotations
@@ -16,13 +18,21 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from support.venvs import SRC_DIR, LibdoctorRun, libdoctor_env, pip_env
 
-__all__ = ["Cli", "diff_states", "fault_injector", "tree_state"]
+__all__ = [
+    "Cli",
+    "diff_states",
+    "fault_injector",
+    "process_gone",
+    "tree_state",
+    "wait_for_installer",
+]
 
 COMMANDS = ("plan", "fix", "uninstall", "restore")
 _BOOT = (
@@ -71,6 +81,17 @@ class Cli:
             proc.stderr.decode("utf-8", "surrogateescape"),
         )
 
+    def start(self, *args: str | os.PathLike[str]) -> subprocess.Popen[bytes]:
+        """``libdoctor ARGS`` running (its pid is libdoctor's own): for signals."""
+        return subprocess.Popen(
+            self.argv(*args),
+            env=self.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            cwd=SRC_DIR.parent,
+        )
+
 
 def tree_state(root: Path, *, hashed: bool = True) -> dict[str, tuple[Any, ...]]:
     """Every entry under ROOT: files by (mode, mtime_ns, sha256), symlinks by target,
@@ -108,9 +129,10 @@ def diff_states(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str
 
 _INJECTOR = '''
 """Run the target's real pip; right after it writes its first file, fail or get killed."""
-import os, signal, sys
+import os, signal, sys, time
 
-mode, _, only = sys.argv[1].partition(":")  # "kill", "fail", "kill:NAME" (steps naming NAME)
+mode, _, only = sys.argv[1].partition(":")  # "kill", "fail", "hang", "kill:NAME" (only
+# the install steps naming NAME)
 argv = sys.argv[2:]
 assert argv[1:3] == ["-m", "pip"], argv
 armed = "install" in argv and (not only or any(only in a for a in argv))
@@ -124,6 +146,12 @@ def save(self):
     original(self)
     written.append(self.dest_path)
     if len(written) == 1 and armed:
+        if mode == "hang":  # say who we are, then wait to be killed
+            pidfile = os.path.join(os.path.dirname(os.path.abspath(__file__)), "installer.pid")
+            with open(pidfile + ".tmp", "w") as handle:
+                handle.write(str(os.getpid()))
+            os.replace(pidfile + ".tmp", pidfile)
+            time.sleep(600)
         if mode == "kill":
             os.kill(os.getppid(), signal.SIGKILL)  # libdoctor, mid-step
             os.kill(os.getpid(), signal.SIGKILL)
@@ -138,8 +166,30 @@ sys.exit(main(argv[3:]))
 
 
 def fault_injector(directory: Path, python: Path, mode: str) -> str:
-    """``--installer-cmd`` value: MODE is "fail" (pip raises, exit != 0) or "kill", optionally
-    ":NAME" to arm it only for the install step that names NAME."""
+    """``--installer-cmd`` value: MODE is "fail" (pip raises, exit != 0), "kill" or "hang",
+    optionally ":NAME" to arm it only for the install step that names NAME."""
     script = directory / "inject_fault.py"
     script.write_text(_INJECTOR)
     return f"{python} {script} {mode}"
+
+
+def wait_for_installer(directory: Path, libdoctor: subprocess.Popen[bytes]) -> int:
+    """The pid of the "hang" installer under DIRECTORY, once it has written a file and hangs."""
+    pidfile = directory / "installer.pid"
+    deadline = time.monotonic() + 120
+    while not pidfile.exists():
+        if libdoctor.poll() is not None:
+            _out, err = libdoctor.communicate()
+            raise AssertionError(f"libdoctor ended first: {libdoctor.returncode}\n{err.decode()}")
+        assert time.monotonic() < deadline, "the installer never started"
+        time.sleep(0.05)
+    return int(pidfile.read_text())
+
+
+def process_gone(pid: int) -> bool:
+    """PID has ended (gone, or a zombie nobody reaped yet: it runs nothing)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return True
+    return fields[0] in ("Z", "X")

@@ -295,8 +295,6 @@ def no_python_reason(target: Target) -> str:
 RUNNABLE = frozenset({"pip", "uv"})
 """The installers libdoctor runs itself; others (conda, a distro) are only named in a fix."""
 
-_TAIL_LINES = 30
-
 Notify = Callable[[str], None]
 """Where a long installer run reports its progress, one line at a time (stderr in the CLI)."""
 
@@ -361,29 +359,6 @@ def installer_env(environ: Mapping[str, str], tmpdir: str | None = None) -> dict
     if tmpdir is not None:
         env["TMPDIR"] = tmpdir
     return env
-
-
-def run_installer(argv: Sequence[str], env: Mapping[str, str], echo: bool) -> tuple[int, str]:
-    import subprocess  # here, not at the top: check imports this module, never runs it
-
-    try:
-        if echo:
-            done = subprocess.run(
-                list(argv), env=dict(env), stdin=subprocess.DEVNULL, stdout=2, check=False
-            )
-            return done.returncode, ""
-        done = subprocess.run(
-            list(argv),
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            check=False,
-        )
-    except OSError as exc:
-        return 127, f"cannot run {argv[0]}: {exc.strerror or exc}"
-    text = done.stdout.decode("utf-8", "replace")
-    return done.returncode, "\n".join(text.splitlines()[-_TAIL_LINES:])
 
 
 def pip_command(target: Target) -> tuple[str, ...]:

@@ -138,7 +138,7 @@ class BackupSession:
         root = os.path.abspath(root)
         if is_inside(root, prefix) or is_inside(os.path.realpath(root), os.path.realpath(prefix)):
             raise LibdoctorError(f"the backup directory {root} must not be inside {prefix}")
-        self._lock = Lock(root, prefix)
+        self._lock = Lock(prefix)
         try:
             pending = interrupted(root, prefix)
             if pending:
@@ -230,6 +230,12 @@ class BackupSession:
         """Journal the step as running: written and fsync'd before it starts."""
         step = StepRecord(tuple(argv), "running", None, saved)
         self.info = replace(self.info, steps=(*self.info.steps, step))
+        self._write()
+
+    def started(self, pid: int) -> None:
+        """Journal the running step's installer pid: ``restore`` refuses while it runs."""
+        *done, last = self.info.steps
+        self.info = replace(self.info, steps=(*done, replace(last, pid=pid)))
         self._write()
 
     def end(self, returncode: int, message: str = "") -> None:

@@ -81,6 +81,7 @@ class StepRecord:
     returncode: int | None = None
     saved: int = 0  # files copied before this step
     message: str = ""
+    pid: int | None = None  # the installer's, journaled as it starts
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +220,7 @@ def _step(step: Fields) -> StepRecord:
         returncode=step.integer("returncode", -(1 << 31), (1 << 31) - 1, optional=True),
         saved=step.integer("saved", 0, _MAX_INT, default=0),
         message=step.text("message", default=""),
+        pid=step.integer("pid", 1, (1 << 31) - 1, optional=True),
     )
 
 

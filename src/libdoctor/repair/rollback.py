@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from libdoctor.environment.model import is_inside
+from libdoctor.environment.process import still_running
 from libdoctor.errors import LibdoctorError
 from libdoctor.repair.journal import (
     CHUNK,
@@ -76,15 +77,26 @@ class Guard:
         self._parents.clear()
 
 
+def refuse_running_installer(info: BackupInfo) -> None:
+    """A one-line error while an installer a step of INFO started still runs: putting files
+    back under it would race it (a libdoctor killed without its child left it behind)."""
+    for step in info.steps:
+        if step.state == "running" and step.pid is not None and still_running(step.pid, step.argv):
+            raise LibdoctorError(
+                f"an installer of backup {info.id} is still running in {info.prefix} "
+                f"(pid {step.pid}): wait for it to end, or stop it, then restore"
+            )
+
+
 def restore(info: BackupInfo, *, dry_run: bool = False) -> RestoreResult:
     """Put the prefix back as it was when INFO's listing was taken."""
-    root = os.path.dirname(info.path)
     listing = load_listing(info.path)
     if not os.path.isdir(info.prefix):
         raise LibdoctorError(f"the backed-up prefix {info.prefix} no longer exists")
     if dry_run:
         return rollback(info, listing, dry_run=True)
-    with locked(root, info.prefix):
+    with locked(info.prefix):
+        refuse_running_installer(info)
         result = rollback(info, listing, dry_run=False)
         event = {"at": now(), "event": "restored", "ok": result.ok}
         state: BackupState = "restored" if result.ok else info.state

@@ -20,10 +20,15 @@ from libdoctor.environment.installers import (
     Notify,
     folder_entries,
     installer_env,
-    run_installer,
     unrunnable,
 )
 from libdoctor.environment.model import Environment, build_environment, is_inside
+from libdoctor.environment.process import (
+    Terminated,
+    quiet_signals,
+    run_installer,
+    terminated_by_signal,
+)
 from libdoctor.environment.target import Target
 from libdoctor.environment.wheel import read_wheel, wheel_distribution
 from libdoctor.errors import LibdoctorError
@@ -158,33 +163,77 @@ def run_steps(
     """Run STEPS in order, each backed up first; on the first failure, roll everything back.
 
     WRAPPER is a command prefix (a test hook: fault injection around the real installer).
-    An exception (Ctrl-C included) also rolls back, then propagates. A SIGKILL leaves the
-    journal ``in-progress`` for ``libdoctor restore``.
+    SIGINT or SIGTERM stops the installer and rolls back like a failure, then is a one-line
+    error; any other exception also rolls back, then propagates. A SIGKILL leaves the journal
+    ``in-progress`` for ``libdoctor restore`` (the installer dies with libdoctor).
     """
     _check_installers(target, steps, wrapper)
     say = notify or (lambda _text: None)
-    session = BackupSession(backups, target.prefix, command)
+    with terminated_by_signal():
+        try:
+            session = BackupSession(backups, target.prefix, command)
+        except Terminated:
+            raise LibdoctorError("interrupted by SIGTERM: nothing was changed") from None
+        try:
+            say(f"backup {session.info.id} in {session.path}")
+            return _run_each(session, target, steps, options, environ, wrapper, echo, say)
+        except (KeyboardInterrupt, Terminated) as exc:
+            name = exc.signal_name if isinstance(exc, Terminated) else "SIGINT"
+            raise LibdoctorError(_interrupted(session, name, say)) from None
+        except BaseException:
+            if session.info.state == "in-progress":
+                say("interrupted: rolling back")
+                with quiet_signals():
+                    session.rollback()
+            raise
+
+
+def _interrupted(session: BackupSession, name: str, say: Notify) -> str:
+    """Roll back after signal NAME; what to tell the user, in one line. A signal that arrives
+    once the run has ended (done, or already rolled back after a failed step) undoes nothing."""
+    if session.info.state != "in-progress":
+        return (
+            f"interrupted by {name} after the run ended: backup {session.info.id} "
+            f"is {session.info.state}"
+        )
+    say(f"{name}: rolling back")
+    with quiet_signals():
+        undone = session.rollback()
+    if undone.ok:
+        return f"interrupted by {name}: rolled back, the target is as before ({undone.backup.id})"
+    return (
+        f"interrupted by {name}: rollback incomplete ({len(undone.problems)} problems); "
+        f"run `libdoctor restore {undone.backup.id}`"
+    )
+
+
+def _run_each(
+    session: BackupSession,
+    target: Target,
+    steps: Sequence[Step],
+    options: InstallerOptions,
+    environ: Mapping[str, str],
+    wrapper: Sequence[str],
+    echo: bool,
+    say: Notify,
+) -> RunResult:
     results: list[StepResult] = []
-    try:
-        say(f"backup {session.info.id} in {session.path}")
-        for number, step in enumerate(steps, start=1):
-            env = build_environment(target)
-            saved = session.save(touched_paths(step, env, RealDisk()))
-            argv = (*wrapper, *step_argv(step, options))
-            session.begin(argv, saved)
-            shown = shlex.join(step_argv(step, options))
-            say(f"[{number}/{len(steps)}] {shown}  ({saved} files backed up)")
-            code, output = run_installer(argv, installer_env(environ, session.tmpdir), echo)
-            session.end(code, output)
-            results.append(StepResult(step, argv, code, saved, output))
-            if code != 0:
-                say(f"step {number} failed (exit {code}): rolling back")
+    for number, step in enumerate(steps, start=1):
+        env = build_environment(target)
+        saved = session.save(touched_paths(step, env, RealDisk()))
+        argv = (*wrapper, *step_argv(step, options))
+        session.begin(argv, saved)
+        shown = shlex.join(step_argv(step, options))
+        say(f"[{number}/{len(steps)}] {shown}  ({saved} files backed up)")
+        run_env = installer_env(environ, session.tmpdir)
+        code, output = run_installer(argv, run_env, echo, started=session.started)
+        session.end(code, output)
+        results.append(StepResult(step, argv, code, saved, output))
+        if code != 0:
+            say(f"step {number} failed (exit {code}): rolling back")
+            with quiet_signals():
                 rollback = session.rollback()
-                return RunResult(rollback.backup, tuple(results), rollback)
-    except BaseException:
-        say("interrupted: rolling back")
-        session.rollback()
-        raise
+            return RunResult(rollback.backup, tuple(results), rollback)
     return RunResult(session.finish("done"), tuple(results), None)
 
 

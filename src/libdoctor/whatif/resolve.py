@@ -20,8 +20,8 @@ from libdoctor.environment.installers import (
     Notify,
     installer_env,
     pip_command,
-    run_installer,
 )
+from libdoctor.environment.process import run_installer
 from libdoctor.environment.target import Target
 from libdoctor.errors import LibdoctorError
 
