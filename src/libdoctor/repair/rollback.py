@@ -35,6 +35,7 @@ from libdoctor.repair.journal import (
     write_json,
 )
 from libdoctor.repair.lock import locked
+from libdoctor.repair.scope import write_refusal
 
 __all__ = ["Guard", "RestoreResult", "restore", "rollback"]
 
@@ -78,6 +79,9 @@ class Guard:
 
 def restore(info: BackupInfo, *, dry_run: bool = False) -> RestoreResult:
     """Put the prefix back as it was when INFO's listing was taken."""
+    refused = write_refusal(info.prefix, None)
+    if refused is not None:
+        raise LibdoctorError(refused)
     root = os.path.dirname(info.path)
     listing = load_listing(info.path)
     if not os.path.isdir(info.prefix):
