@@ -142,6 +142,7 @@ def build_environment(
     by_dist: dict[str, tuple[Claim, ...]] = {}
     escaping: list[EscapingPath] = []
     parents = RealParents()
+    left: dict[str, str | None] = {}  # parent directory -> the link it leaves through
     new = tuple.__new__  # Claim(...) without the Python-level __new__ frame: 22k calls
     plain = is_plain
     for dist in dists:
@@ -161,7 +162,10 @@ def build_environment(
                 if not is_inside(path, prefix):
                     escaping.append(EscapingPath(dist, entry, path))
                     continue
-            link = parents.escape(path, prefix)
+            parent = path[: path.rfind(os.sep)]
+            link = left.get(parent, "")  # "": not seen yet (a link is never "")
+            if link == "":
+                link = left[parent] = parents.escape(path, prefix)
             if link is not None:
                 escaping.append(EscapingPath(dist, entry, path, link))
                 continue
