@@ -263,3 +263,21 @@ def test_a_target_folder_has_no_interpreter_until_python_names_one(
     (folder / "ldt_x-1.0.dist-info" / "WHEEL").write_text("Tag: cp27-cp27mu-linux_x86_64\n")
     with pytest.raises(TargetError, match=r"cannot use .*built for cp27-cp27mu-linux_x86_64"):
         discover(str(folder), str(bare_venv / "bin" / "python"), os.environ)
+
+
+@pytest.mark.parametrize("spelling", ["dotdot", "symlink"])
+def test_a_target_has_one_identity_whatever_its_spelling(
+    bare_venv: Path, tmp_path: Path, spelling: str
+) -> None:
+    """``../env`` and a symlink to the venv are the venv's real path, site dirs included."""
+    if spelling == "dotdot":
+        (tmp_path / "sub").mkdir()
+        given = tmp_path / "sub" / ".." / os.path.relpath(bare_venv, tmp_path)
+    else:
+        given = tmp_path / "link"
+        given.symlink_to(bare_venv)
+    canonical = from_directory(bare_venv, "argument")
+    for target in (from_directory(given, "argument"), from_python(str(given / "bin/python"))):
+        assert target.prefix == os.path.realpath(bare_venv)
+        assert target.site_packages == canonical.site_packages
+        assert all(s.prefix == target.prefix for s in target.site_dirs)

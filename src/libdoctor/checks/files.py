@@ -18,7 +18,7 @@ from libdoctor.checks.wording import about, are, plural, ref, repair_fix, severi
 from libdoctor.disk.stat import Disk, FileState
 from libdoctor.environment.distributions import EMPTY_RECORD, Distribution
 from libdoctor.environment.installers import reinstall_argv, steps_fix
-from libdoctor.environment.model import Claim, Environment
+from libdoctor.environment.model import Claim, Environment, EscapingPath
 from libdoctor.environment.paths import display, is_bytecode, is_native
 from libdoctor.environment.record import RecordProblem
 from libdoctor.findings import Finding, Fix, Severity
@@ -169,9 +169,9 @@ def _duplicate_fix(current: Distribution, stale: Sequence[str], env: Environment
 
 def check_records(env: Environment) -> list[Finding]:
     findings = []
-    escaping: dict[str, list[str]] = defaultdict(list)
+    escaping: dict[str, list[EscapingPath]] = defaultdict(list)
     for item in env.escaping:
-        escaping[item.dist.metadata_dir].append(item.entry.path)
+        escaping[item.dist.metadata_dir].append(item)
     for dist in env.distributions:
         inherited_or_external = dist.site.inherited or dist.external
         severity = Severity.INFO if inherited_or_external else Severity.WARNING
@@ -226,18 +226,33 @@ def _malformed_rows(
     )
 
 
-def _paths_outside_prefix(dist: Distribution, severity: Severity, outside: list[str]) -> Finding:
+def _paths_outside_prefix(
+    dist: Distribution, severity: Severity, escaping: list[EscapingPath]
+) -> Finding:
     # A bare directory (``pip install --target``) has no known prefix: pip writes
     # its scripts' RECORD rows relative to a scheme that is not there ("../../bin/x"),
-    # so such rows say nothing bad about this installation.
-    bare = dist.site.prefix == dist.site.path
+    # so such rows say nothing bad about this installation. A row that leaves through a
+    # symlinked directory is never that.
+    outside = [e.entry.path for e in escaping]
+    links = list(dict.fromkeys(e.link for e in escaping if e.link is not None))
+    bare = dist.site.prefix == dist.site.path and not links
+    through = (
+        f" The symlinked directory {display(links[0])} leads out of it"
+        f"{f' ({len(links) - 1} more)' if len(links) > 1 else ''}."
+        if links
+        else ""
+    )
+    evidence: dict[str, Any] = {"outside_prefix": [display(p) for p in outside]}
+    if links:
+        evidence["through_links"] = [display(link) for link in links]
     return Finding(
         code="record-invalid",
         severity=Severity.INFO if bare else severity,
         message=(
             f"{dist.display}: RECORD names {plural(len(outside), 'path')} outside "
-            f"the prefix {display(dist.site.prefix)} (first: {display(outside[0])}). "
-            "libdoctor reports them and never follows them; an uninstall by pip "
+            f"the prefix {display(dist.site.prefix)} (first: {display(outside[0])})."
+            + through
+            + " libdoctor reports them and never follows them; an uninstall by pip "
             "would try to delete them."
             + (
                 " This directory has no known prefix (a `pip install --target` "
@@ -248,7 +263,7 @@ def _paths_outside_prefix(dist: Distribution, severity: Severity, outside: list[
         ),
         distribution=ref(dist),
         paths=(os.path.join(dist.metadata_dir, "RECORD"),),
-        evidence={"outside_prefix": [display(p) for p in outside]},
+        evidence=evidence,
     )
 
 

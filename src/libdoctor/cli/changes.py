@@ -87,6 +87,17 @@ def confirm(question: str, yes: bool, what: str) -> None:
         raise LibdoctorError("cancelled: nothing was changed")
 
 
+def refuse_unwritable(target: Target) -> None:
+    """A one-line error (exit 2) for a target no repair may write to: ``/``, ``/usr``, or a
+    directory without installed distributions."""
+    from libdoctor.errors import LibdoctorError
+    from libdoctor.repair.scope import write_refusal
+
+    why = write_refusal(target.prefix, [s.path for s in target.site_dirs if not s.inherited])
+    if why is not None:
+        raise LibdoctorError(why)
+
+
 def refuse_unrunnable(target: Target, steps: Sequence[Step]) -> None:
     """A one-line error (exit 2) when a step could not run with the target's own interpreter:
     the plan names a placeholder, never a python PATH would pick, and nothing runs."""

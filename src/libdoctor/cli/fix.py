@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from libdoctor.report.shown import shown
 
     target = common.discover_target(args)
+    changes.refuse_unwritable(target)
     libs = common.libraries(args)
     options = changes.installer_options(args)
     fix = plan_fix(

@@ -59,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from libdoctor.whatif.plan import diff_findings, guard_refusal, plan_uninstall
 
     names, target = common.items_and_target(args)
+    changes.refuse_unwritable(target)
     libs = common.libraries(args)
     plan = plan_uninstall(build_environment(target), RealDisk(), names, libs)
     changes.refuse_unrunnable(target, plan.steps_to_run(repair=args.repair))

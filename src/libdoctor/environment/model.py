@@ -25,11 +25,16 @@ class Claim(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class EscapingPath:
-    """A RECORD path that leaves the prefix: reported, never stat'ed, read or deleted."""
+    """A RECORD path that leaves the prefix: reported, never stat'ed, read or deleted.
+
+    It leaves either as written (``../../../etc/x``) or through LINK, a symlinked directory
+    inside the prefix whose real location is outside it (``evil_link/victim``).
+    """
 
     dist: Distribution
     entry: RecordEntry
     path: str
+    link: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +95,45 @@ def _moved_by_pip_target(dist: Distribution, path: str) -> str | None:
     return moved if is_inside(moved, dist.site.prefix) else None
 
 
+class RealParents:
+    """Where each directory really is, one ``lstat`` per directory below a real prefix.
+
+    A RECORD path is inside its prefix only when its parent's real location is: pip deletes
+    through a symlinked directory, and so would a rollback write through one. Directories that
+    do not exist (yet) are taken as written. Not a value: it caches what the disk said.
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[str, str | None]] = {}
+        self._real: dict[str, str] = {}
+
+    def escape(self, path: str, prefix: str) -> str | None:
+        """The symlinked directory through which PATH (inside PREFIX as written) leaves the
+        prefix's real location, or None."""
+        real = self._real.get(prefix)
+        if real is None:
+            real = self._real[prefix] = os.path.realpath(prefix)
+        return self._resolve(os.path.dirname(path), prefix, real)[1]
+
+    def _resolve(self, directory: str, prefix: str, real: str) -> tuple[str, str | None]:
+        """(real location of DIRECTORY, the link it leaves PREFIX through, if it does)."""
+        known = self._known.get(directory)
+        if known is not None:
+            return known
+        if directory == prefix or not is_inside(directory, prefix):
+            found: tuple[str, str | None] = (os.path.realpath(directory), None)
+        else:
+            parent_real, link = self._resolve(os.path.dirname(directory), prefix, real)
+            here = os.path.join(parent_real, os.path.basename(directory))
+            if link is None and os.path.islink(here):
+                here = os.path.realpath(here)
+                if not is_inside(here, real):
+                    link = directory
+            found = (here, link)
+        self._known[directory] = found
+        return found
+
+
 def build_environment(
     target: Target, distributions: list[Distribution] | None = None
 ) -> Environment:
@@ -97,6 +141,8 @@ def build_environment(
     claims: dict[str, tuple[Claim, ...]] = {}
     by_dist: dict[str, tuple[Claim, ...]] = {}
     escaping: list[EscapingPath] = []
+    parents = RealParents()
+    left: dict[str, str | None] = {}  # parent directory -> the link it leaves through
     new = tuple.__new__  # Claim(...) without the Python-level __new__ frame: 22k calls
     plain = is_plain
     for dist in dists:
@@ -108,7 +154,7 @@ def build_environment(
         unplain = dist.record.unplain
         for entry in dist.record.entries:
             if entry.path not in unplain if unplain is not None else plain(entry.path):
-                path = base + entry.path  # inside base_dir, so inside the prefix
+                path = base + entry.path  # inside base_dir, so textually inside the prefix
             else:
                 path = resolve_entry(dist, entry)
                 if not is_inside(path, prefix):
@@ -116,6 +162,13 @@ def build_environment(
                 if not is_inside(path, prefix):
                     escaping.append(EscapingPath(dist, entry, path))
                     continue
+            parent = path[: path.rfind(os.sep)]
+            link = left.get(parent, "")  # "": not seen yet (a link is never "")
+            if link == "":
+                link = left[parent] = parents.escape(path, prefix)
+            if link is not None:
+                escaping.append(EscapingPath(dist, entry, path, link))
+                continue
             own.append(new(Claim, (dist, entry, path)))
         for claim in own:
             known = claims.get(claim.path)

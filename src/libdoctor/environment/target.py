@@ -275,7 +275,9 @@ def from_directory(path: Path, chosen_by: str) -> Target:
         raise TargetError(f"target {path} does not exist")
     if not path.is_dir():
         raise TargetError(f"target {path} is not a directory")
-    prefix = path.absolute()
+    # One identity for the target, from here on: ``..`` and symlinks resolved once, so the
+    # model, the backup listing and every message name each file the same way.
+    prefix = Path(os.path.realpath(path))
     cfg = read_pyvenv_cfg(prefix)
     version = _version_from_cfg(cfg) if cfg else None
     site_paths, version = _layout_site_dirs(prefix, version)
@@ -560,7 +562,8 @@ def from_python(
     python: str, chosen_by: str = "--python", environ: Mapping[str, str] | None = None
 ) -> Target:
     real, info = _probe(python, os.environ if environ is None else environ)
-    prefix = Path(info["prefix"])
+    reported = os.path.normpath(info["prefix"])
+    prefix = Path(os.path.realpath(reported))  # one identity, as for a directory target
     ordered = [info["purelib"], info["platlib"], *info["sites"]]
     sites: list[SiteDir] = []
     seen: set[str] = set()
@@ -571,7 +574,7 @@ def from_python(
         if real_dir in seen:
             continue
         seen.add(real_dir)
-        sites.append(SiteDir(raw, str(prefix)))
+        sites.append(SiteDir(_rebased(os.path.normpath(raw), reported, str(prefix)), str(prefix)))
     cfg = read_pyvenv_cfg(prefix)
     if cfg and cfg.get("include-system-site-packages", "false").lower() == "true":
         base = Path(info["base_prefix"])
@@ -588,6 +591,15 @@ def from_python(
         chosen_by=chosen_by,
         python_version=(info["version"][0], info["version"][1]),
     )
+
+
+def _rebased(path: str, old: str, new: str) -> str:
+    """PATH under the prefix spelled NEW instead of OLD (the same directory); else as it is."""
+    if path == old:
+        return new
+    if old != new and path.startswith(old.rstrip(os.sep) + os.sep):
+        return os.path.join(new, os.path.relpath(path, old))
+    return path
 
 
 def discover(target: str | None, python: str | None, environ: Mapping[str, str]) -> Target:

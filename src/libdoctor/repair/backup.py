@@ -43,6 +43,7 @@ from libdoctor.repair.journal import (
 )
 from libdoctor.repair.lock import Lock
 from libdoctor.repair.rollback import Guard, RestoreResult, rollback
+from libdoctor.repair.scope import write_refusal
 
 __all__ = ["BackupSession", "backup_root"]
 
@@ -136,6 +137,9 @@ class BackupSession:
     def __init__(self, root: str, prefix: str, command: str) -> None:
         prefix = os.path.abspath(prefix)
         root = os.path.abspath(root)
+        refused = write_refusal(prefix, None)
+        if refused is not None:
+            raise LibdoctorError(refused)
         if is_inside(root, prefix) or is_inside(os.path.realpath(root), os.path.realpath(prefix)):
             raise LibdoctorError(f"the backup directory {root} must not be inside {prefix}")
         self._lock = Lock(prefix)

@@ -36,6 +36,7 @@ from libdoctor.repair.journal import (
     write_json,
 )
 from libdoctor.repair.lock import locked
+from libdoctor.repair.scope import write_refusal
 
 __all__ = ["Guard", "RestoreResult", "restore", "rollback"]
 
@@ -90,6 +91,9 @@ def refuse_running_installer(info: BackupInfo) -> None:
 
 def restore(info: BackupInfo, *, dry_run: bool = False) -> RestoreResult:
     """Put the prefix back as it was when INFO's listing was taken."""
+    refused = write_refusal(info.prefix, None)
+    if refused is not None:
+        raise LibdoctorError(refused)
     listing = load_listing(info.path)
     if not os.path.isdir(info.prefix):
         raise LibdoctorError(f"the backed-up prefix {info.prefix} no longer exists")

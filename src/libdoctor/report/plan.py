@@ -75,6 +75,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         "subjects": list(plan.subjects),
         "verdict": plan.verdict,
         "breaks": len(plan.breaks),
+        **({"deletes_outside": list(plan.deletes_outside)} if plan.deletes_outside else {}),
         **({"unknown": list(plan.unknown)} if plan.action == "install" else {}),
         "steps": [step_dict(s) for s in plan.steps],
         "removals": [
@@ -220,6 +221,13 @@ def _verdict_line(plan: Plan) -> Line:
             "are unknown; build the wheel first (pip wheel --no-deps REQ -w DIR) and plan that "
             "file",
             "bold yellow",
+            wrap=True,
+        )
+    if plan.deletes_outside:
+        return Line.of(
+            f"Verdict: refused — pip would delete {plural(len(plan.deletes_outside), 'path')} "
+            f"outside the prefix (first: {display(plan.deletes_outside[0])})",
+            "bold red",
             wrap=True,
         )
     return Line.of(f"Verdict: breaks {plural(len(plan.breaks), 'thing')}", "bold red").plus(

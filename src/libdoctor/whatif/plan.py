@@ -193,14 +193,24 @@ class Plan:
         return tuple(f for f in self.new if f.severity >= Severity.ERROR)
 
     @property
+    def deletes_outside(self) -> tuple[str, ...]:
+        """RECORD paths outside the prefix that pip would delete: outside a venv it deletes
+        whatever RECORD names, through symlinked directories too. Never allowed."""
+        if self.target.is_venv:
+            return ()
+        return tuple(p for r in self.removals for p in r.outside)
+
+    @property
     def verdict(self) -> Literal["safe", "breaks", "unknown"]:
         """Safe only when proven: an install that builds from source cannot be predicted."""
-        if self.breaks:
+        if self.breaks or self.deletes_outside:
             return "breaks"
         return "unknown" if self.unknown else "safe"
 
     @property
     def repair_is_safe(self) -> bool:
+        if self.deletes_outside:
+            return False
         return bool(self.repair) and not any(
             f.severity >= Severity.ERROR for f in (self.after_repair or ())
         )
@@ -515,16 +525,17 @@ def _target_installer(env: Environment) -> str:
 
 
 def guard_refusal(plan: Plan, *, repair: bool, force: bool) -> str | None:
-    """Why a guarded uninstall must not run as asked, or None; FORCE overrides every reason."""
+    """Why a guarded uninstall must not run as asked, or None. FORCE overrides every reason
+    but one: deleting outside the target is never allowed."""
+    outside = plan.deletes_outside
+    if outside:
+        return (
+            f"refused: pip would delete {len(outside)} path(s) outside the prefix "
+            f"(first: {outside[0]}), which is never allowed, --force or not"
+        )
     if plan.verdict == "breaks" and repair and not plan.repair_is_safe:
         return "refused: no reinstall undoes what this uninstall breaks (--force to do it anyway)"
     if plan.verdict == "breaks" and not repair and not force:
         hint = " (--repair does it safely)" if plan.repair_is_safe else ""
         return f"refused: the uninstall breaks {len(plan.breaks)} thing(s){hint}"
-    outside = [p for r in plan.removals for p in r.outside]
-    if outside and not force and not plan.target.is_venv:
-        return (
-            "refused: RECORD names paths outside the prefix and pip deletes those outside a venv "
-            "(--force to do it anyway)"
-        )
     return None
