@@ -134,6 +134,38 @@ class RealParents:
         return found
 
 
+def _has_symlinked_dir(claims: list[Claim], prefix: str) -> bool:
+    """Whether any directory holding a claimed path, or one above it inside PREFIX, is a
+    symlink: one ``lstat`` per directory, the common answer (no) without a per-path step."""
+    dirs = {c.path.rpartition(os.sep)[0] for c in claims}
+    todo = list(dirs)
+    while todo:  # the directories between each one and the prefix, once each
+        parent = todo.pop().rpartition(os.sep)[0]
+        if parent not in dirs and is_inside(parent, prefix) and parent != prefix:
+            dirs.add(parent)
+            todo.append(parent)
+    islink = os.path.islink
+    return any(islink(d) for d in dirs if d != prefix)
+
+
+def _split_escaping(
+    claims: list[Claim], prefix: str, parents: RealParents, left: dict[str, str | None]
+) -> tuple[list[Claim], list[EscapingPath]]:
+    """(claims whose real parent is inside PREFIX, those leaving it through a link)."""
+    own: list[Claim] = []
+    escaping: list[EscapingPath] = []
+    for claim in claims:
+        parent = claim.path[: claim.path.rfind(os.sep)]
+        link = left.get(parent, "")  # "": not seen yet (a link is never "")
+        if link == "":
+            link = left[parent] = parents.escape(claim.path, prefix)
+        if link is not None:
+            escaping.append(EscapingPath(claim.dist, claim.entry, claim.path, link))
+        else:
+            own.append(claim)
+    return own, escaping
+
+
 def build_environment(
     target: Target, distributions: list[Distribution] | None = None
 ) -> Environment:
@@ -162,14 +194,10 @@ def build_environment(
                 if not is_inside(path, prefix):
                     escaping.append(EscapingPath(dist, entry, path))
                     continue
-            parent = path[: path.rfind(os.sep)]
-            link = left.get(parent, "")  # "": not seen yet (a link is never "")
-            if link == "":
-                link = left[parent] = parents.escape(path, prefix)
-            if link is not None:
-                escaping.append(EscapingPath(dist, entry, path, link))
-                continue
             own.append(new(Claim, (dist, entry, path)))
+        if _has_symlinked_dir(own, prefix):  # rare: then every path is checked precisely
+            own, through = _split_escaping(own, prefix, parents, left)
+            escaping += through
         for claim in own:
             known = claims.get(claim.path)
             claims[claim.path] = (claim,) if known is None else (*known, claim)
