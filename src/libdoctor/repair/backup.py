@@ -34,6 +34,7 @@ from libdoctor.repair.journal import (
     SavedFile,
     StepRecord,
     entry_kind,
+    file_sha256,
     fsync_dir,
     info_to_json,
     interrupted,
@@ -71,11 +72,7 @@ def _copy_out(src: str, dest: str) -> str:
         os.link(src, dest, follow_symlinks=False)
     except OSError:
         return _copy_bytes(src, dest)
-    digest = hashlib.sha256()
-    with open(dest, "rb") as reader:
-        while chunk := reader.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return file_sha256(dest)
 
 
 def _copy_bytes(src: str, dest: str) -> str:

@@ -9,6 +9,7 @@ files, written atomically and fsync'd) and ``files/`` (the copies). Taking one i
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import os
 import re
@@ -430,3 +431,12 @@ def locate(root: str, name: str | None) -> BackupInfo:
     if not os.path.isfile(os.path.join(path, JOURNAL)):
         raise LibdoctorError(f"no backup {name!r} in {root} (libdoctor restore --list)")
     return load(os.path.abspath(path))
+
+
+def file_sha256(path: str) -> str:
+    """The hex sha256 a journal records for a saved file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -29,6 +29,7 @@ from libdoctor.repair.journal import (
     BackupState,
     Entry,
     SavedFile,
+    file_sha256,
     info_to_json,
     list_tree,
     load_listing,
@@ -265,14 +266,6 @@ def _remove(path: str, entry: Entry) -> None:
         os.unlink(path)
 
 
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _matches(path: str, item: SavedFile) -> bool:
     try:
         st = os.lstat(path)
@@ -285,7 +278,7 @@ def _matches(path: str, item: SavedFile) -> bool:
     if stat.S_IMODE(st.st_mode) != item.mode or st.st_mtime_ns != item.mtime_ns:
         return False
     try:
-        return _sha256(path) == item.sha256
+        return file_sha256(path) == item.sha256
     except OSError:
         return False
 
