@@ -164,8 +164,9 @@ def _prune(args: argparse.Namespace, target: Target) -> None:
     """After a successful change: keep the newest N backups of this target."""
     from libdoctor.repair.retention import keep_count, prune
 
-    for info in prune(backups_dir(args), target.prefix, keep_count(os.environ)):
-        say(f"pruned backup {info.id} (the newest {keep_count(os.environ)} are kept)")
+    keep = keep_count(os.environ)
+    for info in prune(backups_dir(args), target.prefix, keep):
+        say(f"pruned backup {info.id} (the newest {keep} are kept)")
 
 
 def _say_failure(result: RunResult) -> None:

@@ -1,4 +1,5 @@
-"""The human format: findings grouped by severity, each with its evidence and fix.
+"""The human format's pieces: styled lines, one finding with its evidence and fix, the
+summary line (``report.causes`` lays out check's report from them).
 
 The report is built as styled lines. On a terminal rich renders them (colour, messages
 wrapped to the width); otherwise they are written plainly, never wrapped, so paths and
@@ -78,22 +79,6 @@ def summary_line(findings: Sequence[Finding], summary: Mapping[str, Any]) -> Lin
     return line.plus(scope)
 
 
-def report_lines(
-    header: str, summary: Mapping[str, Any], findings: Sequence[Finding], verbose: bool
-) -> list[Line]:
-    lines = [Line.of(text, "bold") for text in header.splitlines()]
-    lines.append(Line.of())
-    for severity in sorted(Severity, reverse=True):
-        group = [f for f in findings if f.severity is severity]
-        if not group:
-            continue
-        lines.append(Line.of(f"{TITLE[severity]} ({len(group)})", STYLE[severity]))
-        for finding in group:
-            lines += finding_lines(finding, verbose)
-    lines.append(summary_line(findings, summary))
-    return lines
-
-
 def to_string(lines: Sequence[Line], *, color: bool, width: int | None = None) -> str:
     if not color:
         return "".join(line.plain + "\n" for line in lines)
@@ -110,15 +95,3 @@ def to_string(lines: Sequence[Line], *, color: bool, width: int | None = None) -
             text.append(chunk, style=style or None)
         console.print(text, soft_wrap=not line.wrap)
     return out.getvalue()
-
-
-def render(
-    *,
-    header: str,
-    summary: Mapping[str, Any],
-    findings: Sequence[Finding],
-    color: bool,
-    width: int | None = None,
-    verbose: bool = False,
-) -> str:
-    return to_string(report_lines(header, summary, findings, verbose), color=color, width=width)
