@@ -134,18 +134,24 @@ class RealParents:
         return found
 
 
-def _has_symlinked_dir(claims: list[Claim], prefix: str) -> bool:
+def _has_symlinked_dir(claims: list[Claim], prefix: str, checked: set[str]) -> bool:
     """Whether any directory holding a claimed path, or one above it inside PREFIX, is a
-    symlink: one ``lstat`` per directory, the common answer (no) without a per-path step."""
-    dirs = {c.path.rpartition(os.sep)[0] for c in claims}
+    symlink: one ``lstat`` per directory, the common answer (no) without a per-path step.
+    CHECKED holds the directories already found not to be links (shared by every
+    distribution of one model: ``nvidia/`` is looked at once, not once per wheel)."""
+    dirs = {c.path.rpartition(os.sep)[0] for c in claims} - checked
     todo = list(dirs)
     while todo:  # the directories between each one and the prefix, once each
         parent = todo.pop().rpartition(os.sep)[0]
-        if parent not in dirs and is_inside(parent, prefix) and parent != prefix:
+        fresh = parent not in dirs and parent not in checked and parent != prefix
+        if fresh and is_inside(parent, prefix):
             dirs.add(parent)
             todo.append(parent)
     islink = os.path.islink
-    return any(islink(d) for d in dirs if d != prefix)
+    if any(islink(d) for d in dirs if d != prefix):
+        return True
+    checked |= dirs
+    return False
 
 
 def _split_escaping(
@@ -174,6 +180,7 @@ def build_environment(
     by_dist: dict[str, tuple[Claim, ...]] = {}
     escaping: list[EscapingPath] = []
     parents = RealParents()
+    checked: dict[str, set[str]] = {}  # prefix -> its directories known not to be links
     left: dict[str, str | None] = {}  # parent directory -> the link it leaves through
     new = tuple.__new__  # Claim(...) without the Python-level __new__ frame: 22k calls
     plain = is_plain
@@ -195,7 +202,9 @@ def build_environment(
                     escaping.append(EscapingPath(dist, entry, path))
                     continue
             own.append(new(Claim, (dist, entry, path)))
-        if _has_symlinked_dir(own, prefix):  # rare: then every path is checked precisely
+        if _has_symlinked_dir(
+            own, prefix, checked.setdefault(prefix, set())
+        ):  # rare: then every path is checked precisely
             own, through = _split_escaping(own, prefix, parents, left)
             escaping += through
         for claim in own:
