@@ -126,6 +126,8 @@ def test_journal_is_written_before_the_step_and_updated_after(tmp_path: Path) ->
     on_disk = json.loads(Path(session.path, "journal.json").read_text())
     assert on_disk["schema_version"] == 1
     assert on_disk["state"] == "in-progress"
+    started = on_disk["steps"][0].pop("started_ns")
+    assert isinstance(started, int) and started > 0, "the step's window opens as it begins"
     assert on_disk["steps"] == [
         {
             "argv": ["pip", "install", "x"],
@@ -134,6 +136,8 @@ def test_journal_is_written_before_the_step_and_updated_after(tmp_path: Path) ->
             "saved": 2,
             "message": "",
             "pid": None,
+            "ended_ns": None,
+            "wrote": [],
         }
     ]
     assert len(on_disk["files"]) == 2 and all(

@@ -91,7 +91,7 @@ LISTING_CASES = [
     ("mode", _set(_first_entry, 1, 99999)),
     ("size", _set(_first_entry, 2, None)),
     ("kind", _set(_first_entry, 0, "device")),
-    ("expected [kind, mode, size, mtime_ns]", lambda doc: _first_entry(doc).pop()),
+    ("expected [kind, mode, size, mtime_ns, uid, gid]", lambda doc: _first_entry(doc).pop()),
     ("entries", _set(lambda doc: doc, "entries", [])),
 ]
 

@@ -36,7 +36,12 @@ def test_a_truncated_copy_is_not_put_back(
     target.parent.mkdir()
     target.write_bytes(CURRENT)
 
-    restored = cli("restore", backup.name, "--json")
+    refused = cli("restore", backup.name, "--json")
+    assert refused.rc == 1 and refused.json()["refused"], refused.describe()
+    assert refused.json()["changed_later"] == [str(target)]
+    assert target.read_bytes() == CURRENT  # written after the uninstall: kept without --yes
+
+    restored = cli("restore", backup.name, "--json", "--yes")
     assert restored.rc == 1, restored.describe()
     result = restored.json()
     assert result["ok"] is False
@@ -48,6 +53,6 @@ def test_a_truncated_copy_is_not_put_back(
     assert (venv.site_packages / "trc" / "__init__.py").read_bytes() == b"A = 1\n"
     assert not list(target.parent.glob(".libdoctor-restore-*"))  # no temporary left behind
 
-    text = cli("restore", backup.name)
+    text = cli("restore", backup.name, "--yes")
     assert text.rc == 1, text.describe()
     assert str(target) in text.stdout and "is damaged" in text.stdout, text.describe()

@@ -132,11 +132,25 @@ _INJECTOR = '''
 import os, signal, sys, time
 
 mode, _, only = sys.argv[1].partition(":")  # "kill", "fail", "hang", "kill:NAME" (only
-# the install steps naming NAME)
+# the install steps naming NAME), "killstash" (kill as pip moves its first old file away)
 argv = sys.argv[2:]
 assert argv[1:3] == ["-m", "pip"], argv
 armed = "install" in argv and (not only or any(only in a for a in argv))
 from pip._internal.operations.install import wheel
+from pip._internal.req import req_uninstall
+
+original_stash = req_uninstall.StashedUninstallPathSet.stash
+
+
+def stash(self, path):
+    moved = original_stash(self, path)
+    if mode == "killstash" and armed:
+        os.kill(os.getppid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return moved
+
+
+req_uninstall.StashedUninstallPathSet.stash = stash
 
 original = wheel.ZipBackedFile.save
 written = []
@@ -166,7 +180,8 @@ sys.exit(main(argv[3:]))
 
 
 def fault_injector(directory: Path, python: Path, mode: str) -> str:
-    """``--installer-cmd`` value: MODE is "fail" (pip raises, exit != 0), "kill" or "hang",
+    """``--installer-cmd`` value: MODE is "fail" (pip raises, exit != 0), "kill" or "hang"
+    (after pip wrote its first file), "killstash" (as pip moves its first old file away),
     optionally ":NAME" to arm it only for the install step that names NAME."""
     script = directory / "inject_fault.py"
     script.write_text(_INJECTOR)

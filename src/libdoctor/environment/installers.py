@@ -295,6 +295,10 @@ def no_python_reason(target: Target) -> str:
 RUNNABLE = frozenset({"pip", "uv"})
 """The installers libdoctor runs itself; others (conda, a distro) are only named in a fix."""
 
+INSTALLER_DROPPINGS = (".lock",)
+"""Files an installer leaves at the environment's root for itself (uv's lock of the
+environment): no RECORD names them, and a rollback removes the one its run created."""
+
 Notify = Callable[[str], None]
 """Where a long installer run reports its progress, one line at a time (stderr in the CLI)."""
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Terminated",
+    "checkpoint",
     "quiet_signals",
     "run_installer",
     "still_running",
@@ -171,3 +172,23 @@ def still_running(pid: int, argv: Sequence[str], grace: float = 2.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+KILL_AT = "LIBDOCTOR_KILL_AT"
+_reached: dict[str, int] = {}
+
+
+def checkpoint(name: str) -> None:
+    """A named moment of a repair (``before-backup``, ``mid-backup``, ``after-journal``,
+    ``recheck``, ``mid-rollback``). With ``LIBDOCTOR_KILL_AT=NAME`` (or ``NAME@N``, the N-th
+    time) libdoctor SIGKILLs itself there: the kill -9 sweep of the slow tests, which must
+    find every such moment restorable. Costs one dictionary lookup otherwise."""
+    wanted = os.environ.get(KILL_AT)
+    if not wanted:
+        return
+    point, _, nth = wanted.partition("@")
+    if point != name:
+        return
+    _reached[name] = _reached.get(name, 0) + 1
+    if _reached[name] >= int(nth or 1):
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -18,22 +18,25 @@ import os
 import secrets
 import shutil
 import stat
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any
 
 from libdoctor.environment.model import is_inside
+from libdoctor.environment.process import checkpoint
 from libdoctor.errors import LibdoctorError
+from libdoctor.repair.attribution import records_written
 from libdoctor.repair.journal import (
+    AFTER,
     CHUNK,
     JOURNAL,
     LISTING,
     BackupInfo,
     BackupState,
-    Entry,
     SavedFile,
     StepRecord,
     entry_kind,
+    entry_to_json,
     file_sha256,
     fsync_dir,
     info_to_json,
@@ -118,10 +121,6 @@ def check_room(paths: Iterable[str], backup_dir: str) -> None:
 # --------------------------------------------------------------------------- journal I/O
 
 
-def _entry_to_json(entry: Entry) -> list[Any]:
-    return [entry.kind, entry.mode, entry.size, entry.mtime_ns]
-
-
 # --------------------------------------------------------------------------- the session
 
 
@@ -157,7 +156,7 @@ class BackupSession:
                 os.path.join(self.path, LISTING),
                 {
                     "prefix": prefix,
-                    "entries": {p: _entry_to_json(e) for p, e in self.listing.items()},
+                    "entries": {p: entry_to_json(e) for p, e in self.listing.items()},
                 },
             )
             self.info = BackupInfo(
@@ -183,7 +182,10 @@ class BackupSession:
         files = list(self.info.files)
         paths = list(paths)
         check_room(paths, self.path)
-        for path in paths:
+        checkpoint("before-backup")
+        for number, path in enumerate(paths):
+            if number == len(paths) // 2:
+                checkpoint("mid-backup")
             before = self.listing.get(path)
             if path in self._saved or before is None or before.kind not in ("file", "symlink"):
                 continue
@@ -216,6 +218,8 @@ class BackupSession:
                     st.st_size,
                     digest,
                     original,
+                    st.st_uid,
+                    st.st_gid,
                 )
             else:
                 continue
@@ -228,10 +232,12 @@ class BackupSession:
         return count
 
     def begin(self, argv: Sequence[str], saved: int) -> None:
-        """Journal the step as running: written and fsync'd before it starts."""
-        step = StepRecord(tuple(argv), "running", None, saved)
+        """Journal the step as running, with the time it starts: written and fsync'd before
+        it starts (what it creates from now on may be its own)."""
+        step = StepRecord(tuple(argv), "running", None, saved, started_ns=time.time_ns())
         self.info = replace(self.info, steps=(*self.info.steps, step))
         self._write()
+        checkpoint("after-journal")
 
     def started(self, pid: int) -> None:
         """Journal the running step's installer pid: ``restore`` refuses while it runs."""
@@ -240,17 +246,25 @@ class BackupSession:
         self._write()
 
     def end(self, returncode: int, message: str = "") -> None:
+        """Journal the step's end, and the paths the RECORDs it left name (its own)."""
         *done, last = self.info.steps
         last = replace(
             last,
             state="done" if returncode == 0 else "failed",
             returncode=returncode,
             message=message,
+            ended_ns=time.time_ns(),
+            wrote=records_written(self.listing),
         )
         self.info = replace(self.info, steps=(*done, last))
         self._write()
 
     def finish(self, state: BackupState) -> BackupInfo:
+        """The run ended: its listing of the prefix as it leaves it (what a later restore
+        tells later changes by), then the journal's final state."""
+        after = list_tree(self.info.prefix, skip=os.path.dirname(self.path))
+        entries = {p: entry_to_json(e) for p, e in after.items()}
+        write_json(os.path.join(self.path, AFTER), {"prefix": self.info.prefix, "entries": entries})
         self.info = replace(self.info, state=state)
         self._write()
         self.close()

@@ -23,14 +23,18 @@ from libdoctor.environment.model import is_inside
 from libdoctor.errors import LibdoctorError
 
 __all__ = [
+    "AFTER",
     "BackupInfo",
     "Entry",
     "SavedFile",
     "StepRecord",
+    "entry_of",
+    "entry_to_json",
     "interrupted",
     "list_backups",
     "list_tree",
     "load",
+    "load_after",
     "load_listing",
     "locate",
     "scan_backups",
@@ -47,6 +51,7 @@ ENTRY_KINDS: tuple[EntryKind, ...] = get_args(EntryKind)
 CHUNK = 1 << 20
 JOURNAL = "journal.json"
 LISTING = "listing.json"
+AFTER = "after.json"  # the prefix as a finished run left it: what a later restore compares
 
 
 # --------------------------------------------------------------------------- values
@@ -60,6 +65,34 @@ class Entry:
     mode: int
     size: int
     mtime_ns: int
+    uid: int | None = None  # None: a listing written before owners were kept
+    gid: int | None = None
+
+    def same(self, other: Entry | None) -> bool:
+        """The same kind, mode, size and mtime (owners compared where both know them)."""
+        if other is None or (self.kind, self.mode, self.size, self.mtime_ns) != (
+            other.kind,
+            other.mode,
+            other.size,
+            other.mtime_ns,
+        ):
+            return False
+        return None in (self.uid, other.uid) or (self.uid, self.gid) == (other.uid, other.gid)
+
+
+def entry_of(st: os.stat_result) -> Entry:
+    return Entry(
+        entry_kind(st.st_mode),
+        stat.S_IMODE(st.st_mode),
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_uid,
+        st.st_gid,
+    )
+
+
+def entry_to_json(entry: Entry) -> list[Any]:
+    return [entry.kind, entry.mode, entry.size, entry.mtime_ns, entry.uid, entry.gid]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +106,8 @@ class SavedFile:
     size: int
     sha256: str | None
     original: bool  # False: it had already changed since the listing when it was copied
+    uid: int | None = None  # the owner, put back with the bytes (None: an older journal)
+    gid: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +118,9 @@ class StepRecord:
     saved: int = 0  # files copied before this step
     message: str = ""
     pid: int | None = None  # the installer's, journaled as it starts
+    started_ns: int | None = None  # wall clock (time_ns) as the installer started
+    ended_ns: int | None = None  # and as it ended; None while it runs (or was killed)
+    wrote: tuple[str, ...] = ()  # paths the RECORDs written by this step name, dist-infos too
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +184,7 @@ def list_tree(root: str, skip: str | None = None) -> dict[str, Entry]:
     """Every entry under ROOT (ROOT included) by absolute path; symlinks are not followed."""
     out: dict[str, Entry] = {}
     st = os.lstat(root)
-    out[root] = Entry(entry_kind(st.st_mode), stat.S_IMODE(st.st_mode), st.st_size, st.st_mtime_ns)
+    out[root] = entry_of(st)
     stack = [root]
     while stack:
         directory = stack.pop()
@@ -162,9 +200,8 @@ def list_tree(root: str, skip: str | None = None) -> dict[str, Entry]:
                 st = item.stat(follow_symlinks=False)
             except OSError:
                 continue
-            kind = entry_kind(st.st_mode)
-            out[path] = Entry(kind, stat.S_IMODE(st.st_mode), st.st_size, st.st_mtime_ns)
-            if kind == "dir":
+            entry = out[path] = entry_of(st)
+            if entry.kind == "dir":
                 stack.append(path)
     return out
 
@@ -222,6 +259,9 @@ def _step(step: Fields) -> StepRecord:
         saved=step.integer("saved", 0, _MAX_INT, default=0),
         message=step.text("message", default=""),
         pid=step.integer("pid", 1, (1 << 31) - 1, optional=True),
+        started_ns=step.integer("started_ns", 0, _MAX_INT, optional=True),
+        ended_ns=step.integer("ended_ns", 0, _MAX_INT, optional=True),
+        wrote=step.absolutes("wrote"),
     )
 
 
@@ -237,13 +277,16 @@ def _saved(item: Fields) -> SavedFile:
         size=item.integer("size", 0, _MAX_INT),
         sha256=item.sha256("sha256", required=kind == "file"),
         original=item.boolean("original"),
+        uid=item.integer("uid", 0, (1 << 32) - 1, optional=True),
+        gid=item.integer("gid", 0, (1 << 32) - 1, optional=True),
     )
 
 
-def load_listing(path: str) -> dict[str, Entry]:
-    """Read one backup's prefix listing; a one-line LibdoctorError naming a damaged field."""
+def load_listing(path: str, name: str = LISTING) -> dict[str, Entry]:
+    """Read one backup's prefix listing (or, with NAME=AFTER, the one a finished run wrote);
+    a one-line LibdoctorError naming a damaged field."""
     try:
-        with open(os.path.join(path, LISTING), encoding="ascii") as handle:
+        with open(os.path.join(path, name), encoding="ascii") as handle:
             raw = json.load(handle)
     except (OSError, ValueError) as exc:
         raise LibdoctorError(f"{path}: the prefix listing is unreadable: {exc}") from None
@@ -258,15 +301,27 @@ def _entry(name: str, value: object) -> Entry:
     where = f"entries[{name!r}]"
     if not os.path.isabs(name):
         raise DamagedField(f"{where}: the path is not absolute")
-    if not isinstance(value, list) or len(value) != 4:
-        raise DamagedField(f"{where} is {_shown(value)}, expected [kind, mode, size, mtime_ns]")
-    fields = Fields(dict(zip(("kind", "mode", "size", "mtime_ns"), value, strict=True)), where)
+    if not isinstance(value, list) or len(value) not in (4, 6):
+        raise DamagedField(
+            f"{where} is {_shown(value)}, expected [kind, mode, size, mtime_ns, uid, gid]"
+        )
+    keys = ("kind", "mode", "size", "mtime_ns", "uid", "gid")
+    fields = Fields(dict(zip(keys, value, strict=False)), where)
     return Entry(
         fields.choice("kind", ENTRY_KINDS),  # type: ignore[arg-type]
         fields.integer("mode", 0, 0o7777),
         fields.integer("size", 0, _MAX_INT),
         fields.integer("mtime_ns", -_MAX_INT - 1, _MAX_INT),
+        fields.integer("uid", 0, (1 << 32) - 1, optional=True),
+        fields.integer("gid", 0, (1 << 32) - 1, optional=True),
     )
+
+
+def load_after(path: str) -> dict[str, Entry] | None:
+    """The listing a finished run wrote as it ended, or None (a run that never finished)."""
+    if not os.path.exists(os.path.join(path, AFTER)):
+        return None
+    return load_listing(path, AFTER)
 
 
 # --------------------------------------------------------------------------- field checks
@@ -367,6 +422,15 @@ class Fields:
         value = self._get(key, "a list of strings")
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self._bad(key, value, "a list of strings")
+        return tuple(value)
+
+    def absolutes(self, key: str) -> tuple[str, ...]:
+        """An optional list of absolute paths (empty when absent)."""
+        value = self._get(key, "a list of absolute paths", [])
+        if not isinstance(value, list) or not all(
+            isinstance(v, str) and os.path.isabs(v) and "\0" not in v for v in value
+        ):
+            raise self._bad(key, value, "a list of absolute paths")
         return tuple(value)
 
     def mapping(self, key: str) -> Mapping[str, Any]:

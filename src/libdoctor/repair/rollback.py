@@ -11,17 +11,19 @@ checked against the prefix through its real parent directory (``Guard``).
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import secrets
 import shutil
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from libdoctor.environment.model import is_inside
-from libdoctor.environment.process import still_running
+from libdoctor.environment.process import checkpoint, still_running
 from libdoctor.errors import LibdoctorError
+from libdoctor.repair.attribution import RESTORE_TEMP, Undo, plan_undo
 from libdoctor.repair.journal import (
     CHUNK,
     JOURNAL,
@@ -32,6 +34,7 @@ from libdoctor.repair.journal import (
     file_sha256,
     info_to_json,
     list_tree,
+    load_after,
     load_listing,
     now,
     write_json,
@@ -45,16 +48,20 @@ __all__ = ["Guard", "RestoreResult", "restore", "rollback"]
 @dataclass(frozen=True, slots=True)
 class RestoreResult:
     backup: BackupInfo
-    removed: tuple[str, ...]  # entries created after the listing, deleted
+    removed: tuple[str, ...]  # entries the run created, deleted
     restored: tuple[str, ...]  # files put back from the copies
     recreated: tuple[str, ...]  # directories re-created
     unchanged: tuple[str, ...]  # copies whose file was already identical
     problems: tuple[tuple[str, str], ...]  # (path, why it differs from the listing)
     dry_run: bool = False
+    left_alone: tuple[tuple[str, str], ...] = ()  # (path, why): changes that were not the run's
+    changed_later: tuple[str, ...] = ()  # the run's paths someone changed after it ended
+    refused: bool = False  # CHANGED_LATER is not empty and the restore was not confirmed
+    displaced: str | None = None  # where the later versions it replaced were kept
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.problems and not self.refused
 
 
 class Guard:
@@ -90,19 +97,26 @@ def refuse_running_installer(info: BackupInfo) -> None:
             )
 
 
-def restore(info: BackupInfo, *, dry_run: bool = False) -> RestoreResult:
-    """Put the prefix back as it was when INFO's listing was taken."""
+def restore(info: BackupInfo, *, dry_run: bool = False, yes: bool = False) -> RestoreResult:
+    """Put back what INFO's run changed, as it was when its listing was taken; what else
+    changed is left alone. When someone changed the run's own paths after it ended, only
+    with YES (those later versions are kept in the backup's ``displaced/``)."""
     refused = write_refusal(info.prefix, None)
     if refused is not None:
         raise LibdoctorError(refused)
     listing = load_listing(info.path)
+    after = load_after(info.path)
     if not os.path.isdir(info.prefix):
         raise LibdoctorError(f"the backed-up prefix {info.prefix} no longer exists")
     if dry_run:
-        return rollback(info, listing, dry_run=True)
+        return rollback(info, listing, after=after, dry_run=True)
     with locked(info.prefix):
         refuse_running_installer(info)
-        result = rollback(info, listing, dry_run=False)
+        preview = rollback(info, listing, after=after, dry_run=True)
+        if preview.changed_later and not yes:
+            return replace(preview, refused=True)
+        kept = _displace(info.path, preview.changed_later)
+        result = replace(rollback(info, listing, after=after, dry_run=False), displaced=kept)
         event = {"at": now(), "event": "restored", "ok": result.ok}
         state: BackupState = "restored" if result.ok else info.state
         updated = replace(info, state=state, history=(*info.history, event))
@@ -110,19 +124,43 @@ def restore(info: BackupInfo, *, dry_run: bool = False) -> RestoreResult:
     return replace(result, backup=updated)
 
 
+def _displace(backup_dir: str, paths: Sequence[str]) -> str | None:
+    """Keep the later versions a confirmed restore replaces: linked (or copied) into the
+    backup's ``displaced/``, with a list of where each came from."""
+    files = [p for p in paths if os.path.isfile(p) and not os.path.islink(p)]
+    if not files:
+        return None
+    where = os.path.join(backup_dir, "displaced")
+    os.makedirs(where, exist_ok=True)
+    kept: dict[str, str] = {}
+    for number, path in enumerate(files):
+        name = f"{number:06d}"
+        dest = os.path.join(where, name)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(dest)
+        try:
+            os.link(path, dest)
+        except OSError:
+            shutil.copy2(path, dest)
+        kept[path] = name
+    write_json(os.path.join(where, "displaced.json"), {"files": kept})
+    return where
+
+
 @dataclass
 class _Progress:
     """What a rollback did so far, step by step (RestoreResult's fields, growing)."""
 
     removed: list[str] = field(default_factory=list)
-    gone: set[str] = field(default_factory=set)
+    kept: set[str] = field(default_factory=set)  # the run's dirs still holding others' entries
     recreated: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)
 
-    def result(self, info: BackupInfo, *, dry_run: bool) -> RestoreResult:
+    def result(self, info: BackupInfo, undo: Undo, *, dry_run: bool) -> RestoreResult:
         """A dry run reports what it would change, not problems: nothing was verified."""
+        why = "the run's directory, kept: it holds entries the run did not write"
         return RestoreResult(
             info,
             tuple(self.removed),
@@ -131,81 +169,99 @@ class _Progress:
             tuple(self.unchanged),
             () if dry_run else tuple(self.problems),
             dry_run,
+            left_alone=(*undo.left_alone, *((p, why) for p in sorted(self.kept))),
+            changed_later=undo.changed_later,
         )
 
 
-def rollback(info: BackupInfo, listing: Mapping[str, Entry], *, dry_run: bool) -> RestoreResult:
+def rollback(
+    info: BackupInfo,
+    listing: Mapping[str, Entry],
+    *,
+    dry_run: bool,
+    after: Mapping[str, Entry] | None = None,
+) -> RestoreResult:
+    """Undo INFO's run: what it created is removed, what it removed or replaced is put back,
+    the rest is left alone (``attribution``); then the prefix is verified against LISTING
+    everywhere but where something else changed it."""
     prefix = info.prefix
     guard = Guard(prefix)
     skip = os.path.dirname(info.path)
-    current = list_tree(prefix, skip=skip)
+    undo = plan_undo(info, listing, after, list_tree(prefix, skip=skip))
     saved = {f.path: f for f in info.files}
     done = _Progress()
-    _remove_new_entries(current, listing, guard, done, dry_run)
+    _remove_own_entries(undo.remove, guard, done, dry_run)
+    if not dry_run:
+        checkpoint("mid-rollback")
     guard.forget()
-    _recreate_directories(current, listing, guard, done, dry_run)
+    _recreate_directories(undo.recreate, listing, guard, done, dry_run)
     guard.forget()
     _put_copies_back(info.path, saved, guard, done, dry_run)
     if dry_run:
-        return done.result(info, dry_run=True)
+        return done.result(info, undo, dry_run=True)
     _restore_directory_times(prefix, listing, guard)
     reported = {path for path, _ in done.problems}
-    done.problems += [p for p in _verify(prefix, skip, listing, saved) if p[0] not in reported]
-    return done.result(info, dry_run=False)
+    found = _verify(info, listing, after, saved, done.kept)
+    done.problems += [p for p in found if p[0] not in reported]
+    return done.result(info, undo, dry_run=False)
 
 
-def _remove_new_entries(
-    current: Mapping[str, Entry],
-    listing: Mapping[str, Entry],
-    guard: Guard,
-    done: _Progress,
-    dry_run: bool,
-) -> None:
-    """Entries created since the listing (or replaced by another kind): top-most first."""
-    for path in sorted(current, key=lambda p: (p.count(os.sep), p)):
-        entry = current[path]
-        before = listing.get(path)
-        if before is not None and before.kind == entry.kind:
-            continue
-        if _under(path, done.gone):
-            continue
+def _remove_own_entries(paths: Sequence[str], guard: Guard, done: _Progress, dry_run: bool) -> None:
+    """The run's entries, deepest first: a directory goes only once it is empty (entries
+    another process put in it keep it)."""
+    for path in paths:
         if not guard.allows(path):
             done.problems.append((path, "outside the prefix: left alone"))
             continue
         if not dry_run:
             try:
-                _remove(path, entry)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    os.rmdir(path)
+                else:
+                    os.unlink(path)
+            except FileNotFoundError:
+                continue
             except OSError as exc:
-                done.problems.append((path, f"cannot remove: {exc.strerror}"))
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    done.kept.add(path)
+                else:
+                    done.problems.append((path, f"cannot remove: {exc.strerror}"))
                 continue
         done.removed.append(path)
-        done.gone.add(path)
 
 
 def _recreate_directories(
-    current: Mapping[str, Entry],
+    paths: Sequence[str],
     listing: Mapping[str, Entry],
     guard: Guard,
     done: _Progress,
     dry_run: bool,
 ) -> None:
-    """Directories that disappeared, parents first."""
-    for path in sorted(
-        (p for p, e in listing.items() if e.kind == "dir"), key=lambda p: p.count(os.sep)
-    ):
-        if path in current and current[path].kind == "dir" and path not in done.gone:
-            continue
+    """Directories of the listing the run removed, parents first, with their owners."""
+    for path in paths:
         if not guard.allows(path):
             continue
         if not dry_run:
+            entry = listing[path]
             try:
-                os.mkdir(path, listing[path].mode | stat.S_IRWXU)
+                os.mkdir(path, entry.mode | stat.S_IRWXU)
             except FileExistsError:
                 pass
             except OSError as exc:
                 done.problems.append((path, f"cannot re-create: {exc.strerror}"))
                 continue
+            _chown(path, entry.uid, entry.gid)
         done.recreated.append(path)
+
+
+def _chown(path: str, uid: int | None, gid: int | None) -> None:
+    """Put an owner back where it differs (only root may give a file away)."""
+    if uid is None or gid is None:
+        return
+    st = os.lstat(path)
+    if (st.st_uid, st.st_gid) != (uid, gid):
+        with contextlib.suppress(PermissionError):
+            os.lchown(path, uid, gid)
 
 
 def _put_copies_back(
@@ -241,29 +297,12 @@ def _restore_directory_times(prefix: str, listing: Mapping[str, Entry], guard: G
         if entry.kind != "dir" or not (path == prefix or guard.allows(path)):
             continue
         with contextlib.suppress(OSError):
+            _chown(path, entry.uid, entry.gid)
             st = os.lstat(path)
             if stat.S_IMODE(st.st_mode) != entry.mode:
                 os.chmod(path, entry.mode)
             if st.st_mtime_ns != entry.mtime_ns:
                 os.utime(path, ns=(entry.mtime_ns, entry.mtime_ns), follow_symlinks=False)
-
-
-def _under(path: str, tops: set[str]) -> bool:
-    """PATH is one of TOPS or below one of them."""
-    while True:
-        if path in tops:
-            return True
-        parent = os.path.dirname(path)
-        if parent == path:
-            return False
-        path = parent
-
-
-def _remove(path: str, entry: Entry) -> None:
-    if entry.kind == "dir":
-        shutil.rmtree(path)
-    else:
-        os.unlink(path)
 
 
 def _matches(path: str, item: SavedFile) -> bool:
@@ -295,11 +334,12 @@ def _put_back(backup_dir: str, item: SavedFile) -> None:
     with contextlib.suppress(FileNotFoundError):
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
-    tmp = os.path.join(parent, f".libdoctor-restore-{secrets.token_hex(4)}")
+    tmp = os.path.join(parent, f"{RESTORE_TEMP}{secrets.token_hex(4)}")
     try:
         if item.kind == "symlink":
             assert item.link is not None
             os.symlink(item.link, tmp)
+            _chown(tmp, item.uid, item.gid)
             os.replace(tmp, path)
             with contextlib.suppress(OSError, NotImplementedError):
                 os.utime(path, ns=(item.mtime_ns, item.mtime_ns), follow_symlinks=False)
@@ -322,6 +362,7 @@ def _put_back(backup_dir: str, item: SavedFile) -> None:
                 f"{digest.hexdigest()[:12]}...; the journal says {item.size} bytes, "
                 f"{(item.sha256 or '')[:12]}...)"
             )
+        _chown(tmp, item.uid, item.gid)
         os.chmod(tmp, item.mode)
         os.utime(tmp, ns=(item.mtime_ns, item.mtime_ns))
         os.replace(tmp, path)
@@ -332,14 +373,22 @@ def _put_back(backup_dir: str, item: SavedFile) -> None:
 
 
 def _verify(
-    prefix: str, skip: str, listing: Mapping[str, Entry], saved: Mapping[str, SavedFile]
+    info: BackupInfo,
+    listing: Mapping[str, Entry],
+    after: Mapping[str, Entry] | None,
+    saved: Mapping[str, SavedFile],
+    kept: set[str],
 ) -> list[tuple[str, str]]:
-    """Where the prefix still differs from the listing (and the copies)."""
-    current = list_tree(prefix, skip=skip)
-    problems: list[tuple[str, str]] = []
-    for path in sorted(current.keys() - listing.keys()):
-        problems.append((path, "still present, was not there before"))
+    """Where the run's own change is not undone: entries of its own still present, listing
+    entries missing or different, copies not matching. What something else changed (even
+    while the rollback ran) is judged the same way as before it, and left out."""
+    current = list_tree(info.prefix, skip=os.path.dirname(info.path))
+    again = plan_undo(info, listing, after, current)
+    others = {path for path, _ in again.left_alone} | kept
+    problems = [(p, "still present, was not there before") for p in again.remove if p not in kept]
     for path, entry in sorted(listing.items()):
+        if path in others:
+            continue
         now = current.get(path)
         if now is None:
             problems.append((path, "missing, and no copy of it was taken"))
@@ -357,4 +406,4 @@ def _verify(
                 problems.append((path, "differs from its copy"))
         elif (now.size, now.mtime_ns, now.mode) != (entry.size, entry.mtime_ns, entry.mode):
             problems.append((path, "changed, and no copy of it was taken"))
-    return problems
+    return sorted(problems)

@@ -25,6 +25,7 @@ from libdoctor.environment.installers import (
 from libdoctor.environment.model import Environment, build_environment, is_inside
 from libdoctor.environment.process import (
     Terminated,
+    checkpoint,
     quiet_signals,
     run_installer,
     terminated_by_signal,
@@ -239,4 +240,5 @@ def _run_each(
 
 def recheck(target: Target, libraries: LoaderContext | None) -> list[Finding]:
     """``check`` on the target as it is now (after a repair)."""
+    checkpoint("recheck")
     return run_checks(build_environment(target), RealDisk(), None, libraries)

@@ -70,6 +70,10 @@ def result_dict(result: RestoreResult) -> dict[str, Any]:
         "recreated": list(result.recreated),
         "unchanged": len(result.unchanged),
         "problems": [{"path": p, "reason": why} for p, why in result.problems],
+        "left_alone": [{"path": p, "reason": why} for p, why in result.left_alone],
+        "changed_later": list(result.changed_later),
+        "refused": result.refused,
+        "displaced": result.displaced,
     }
 
 
@@ -97,21 +101,61 @@ def _some(paths: Sequence[str], verbose: bool) -> list[str]:
 
 def result_text(result: RestoreResult, verbose: bool) -> str:
     info = result.backup
+    if result.refused:
+        return _refused_text(result, verbose)
     would = "would be " if result.dry_run else ""
     lines = [f"Backup {info.id} of {display(info.prefix)} ({display(info.command)})"]
-    lines.append(f"  {len(result.removed)} entries created since {would}removed")
+    lines.append(f"  {len(result.removed)} entries the run created {would}removed")
     lines += _some(result.removed, verbose)
     lines.append(f"  {len(result.restored)} files {would}restored from the backup")
     lines += _some(result.restored, verbose)
     if result.recreated:
         lines.append(f"  {len(result.recreated)} directories {would}re-created")
     lines.append(f"  {len(result.unchanged)} saved files were already identical")
+    lines += _others(result, verbose)
     if result.dry_run:
         lines.append("Dry run: nothing was changed.")
     elif result.ok:
-        lines.append("Restored and verified: the prefix matches the backup.")
+        lines.append("Restored and verified: what the run changed is as it was before.")
     else:
         lines.append(f"Restored with {len(result.problems)} difference(s) left:")
         for path, why in result.problems[: None if verbose else _PROBLEMS_SHOWN]:
             lines.append(f"    {display(path)}: {why}")
+    return "\n".join(lines) + "\n"
+
+
+def _others(result: RestoreResult, verbose: bool) -> list[str]:
+    """What is not the run's own: left as it is, and what a confirmed restore replaced."""
+    lines: list[str] = []
+    if result.left_alone:
+        lines.append(
+            f"  {len(result.left_alone)} entries changed by something else "
+            f"{'would be ' if result.dry_run else 'were '}left alone"
+        )
+        shown = result.left_alone if verbose else result.left_alone[:PATHS_SHOWN]
+        lines += [f"    {display(p)}: {why}" for p, why in shown]
+        if len(result.left_alone) > len(shown):
+            lines.append(f"    … and {len(result.left_alone) - len(shown)} more (--verbose)")
+    if result.changed_later:
+        verb = "would replace" if result.dry_run else "replaced"
+        lines.append(
+            f"  {len(result.changed_later)} of the run's paths changed after it ended; "
+            f"the restore {verb} them"
+        )
+        lines += _some(result.changed_later, verbose)
+    if result.displaced:
+        lines.append(f"  their later versions are kept in {display(result.displaced)}")
+    return lines
+
+
+def _refused_text(result: RestoreResult, verbose: bool) -> str:
+    info = result.backup
+    lines = [
+        f"Backup {info.id} of {display(info.prefix)} ({display(info.command)})",
+        f"  {len(result.changed_later)} of the run's paths were changed after it ended, "
+        "by something else; restoring would remove or overwrite them:",
+        *_some(result.changed_later, verbose),
+        "Refused: nothing was changed. `libdoctor restore "
+        f"{info.id} --yes` restores anyway (the later versions are kept in the backup).",
+    ]
     return "\n".join(lines) + "\n"
