@@ -260,11 +260,13 @@ class BackupSession:
         self._write()
 
     def finish(self, state: BackupState) -> BackupInfo:
-        """The run ended: its listing of the prefix as it leaves it (what a later restore
-        tells later changes by), then the journal's final state."""
+        """The run ended: how the prefix it leaves differs from the listing (what a later
+        restore tells later changes by), then the journal's final state."""
         after = list_tree(self.info.prefix, skip=os.path.dirname(self.path))
-        entries = {p: entry_to_json(e) for p, e in after.items()}
-        write_json(os.path.join(self.path, AFTER), {"prefix": self.info.prefix, "entries": entries})
+        changed = {p: entry_to_json(e) for p, e in after.items() if self.listing.get(p) != e}
+        removed = [p for p in self.listing if p not in after]
+        document = {"prefix": self.info.prefix, "changed": changed, "removed": removed}
+        write_json(os.path.join(self.path, AFTER), document)
         self.info = replace(self.info, state=state)
         self._write()
         self.close()

@@ -282,11 +282,10 @@ def _saved(item: Fields) -> SavedFile:
     )
 
 
-def load_listing(path: str, name: str = LISTING) -> dict[str, Entry]:
-    """Read one backup's prefix listing (or, with NAME=AFTER, the one a finished run wrote);
-    a one-line LibdoctorError naming a damaged field."""
+def load_listing(path: str) -> dict[str, Entry]:
+    """Read one backup's prefix listing; a one-line LibdoctorError naming a damaged field."""
     try:
-        with open(os.path.join(path, name), encoding="ascii") as handle:
+        with open(os.path.join(path, LISTING), encoding="ascii") as handle:
             raw = json.load(handle)
     except (OSError, ValueError) as exc:
         raise LibdoctorError(f"{path}: the prefix listing is unreadable: {exc}") from None
@@ -317,11 +316,21 @@ def _entry(name: str, value: object) -> Entry:
     )
 
 
-def load_after(path: str) -> dict[str, Entry] | None:
-    """The listing a finished run wrote as it ended, or None (a run that never finished)."""
-    if not os.path.exists(os.path.join(path, AFTER)):
+def load_after(path: str, listing: Mapping[str, Entry]) -> dict[str, Entry] | None:
+    """The prefix as a finished run left it (LISTING with the differences it recorded as it
+    ended), or None: a run that never finished."""
+    where = os.path.join(path, AFTER)
+    if not os.path.exists(where):
         return None
-    return load_listing(path, AFTER)
+    try:
+        with open(where, encoding="ascii") as handle:
+            raw = json.load(handle)
+        doc = Fields(raw if isinstance(raw, dict) else {}, "")
+        after = {p: e for p, e in listing.items() if p not in set(doc.absolutes("removed"))}
+        after.update({n: _entry(n, v) for n, v in doc.mapping("changed").items()})
+    except (OSError, ValueError) as exc:
+        raise LibdoctorError(f"{path}: the run's closing listing is unreadable: {exc}") from None
+    return after
 
 
 # --------------------------------------------------------------------------- field checks

@@ -105,7 +105,7 @@ def restore(info: BackupInfo, *, dry_run: bool = False, yes: bool = False) -> Re
     if refused is not None:
         raise LibdoctorError(refused)
     listing = load_listing(info.path)
-    after = load_after(info.path)
+    after = load_after(info.path, listing)
     if not os.path.isdir(info.prefix):
         raise LibdoctorError(f"the backed-up prefix {info.prefix} no longer exists")
     if dry_run:
