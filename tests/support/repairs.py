@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -82,7 +83,9 @@ class Cli:
         )
 
     def start(self, *args: str | os.PathLike[str]) -> subprocess.Popen[bytes]:
-        """``libdoctor ARGS`` running (its pid is libdoctor's own): for signals."""
+        """``libdoctor ARGS`` running (its pid is libdoctor's own): for signals. SIGINT is
+        reset to its default in the child: a test run started in the background by a shell
+        inherits SIGINT ignored, and Python keeps an ignored SIGINT ignored."""
         return subprocess.Popen(
             self.argv(*args),
             env=self.env(),
@@ -90,7 +93,12 @@ class Cli:
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             cwd=SRC_DIR.parent,
+            preexec_fn=_default_sigint,
         )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def tree_state(root: Path, *, hashed: bool = True) -> dict[str, tuple[Any, ...]]:
