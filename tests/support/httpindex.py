@@ -31,6 +31,7 @@ class Request:
     range: str | None  # the Range header
     agent: str  # the User-Agent header: pip's requests are told from libdoctor's
     sent: int = 0  # body bytes written in reply
+    method: str = "GET"
 
 
 @dataclass
@@ -52,26 +53,25 @@ class FileServer:
         self.files[path] = data
         return self.url + path
 
-    def add_wheel(self, wheel: Path) -> str:
+    def add_wheel(self, wheel: Path, *, metadata: bool = True) -> str:
         """Serve WHEEL under /files/ and list it in /simple/<project>/ (PEP 503, with its
-        sha256); its URL."""
+        sha256); its URL. METADATA: serve its METADATA beside it (PEP 658/714), as PyPI does,
+        so a pip resolves without downloading the wheel."""
         data = wheel.read_bytes()
         project = re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
         url = self.add(f"/files/{wheel.name}", data)
         digest = hashlib.sha256(data).hexdigest()
-        # PEP 658/714: the METADATA beside the wheel, so pip resolves without downloading it
-        # (as it does from PyPI).
-        with zipfile.ZipFile(wheel) as archive:
-            name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-            metadata = archive.read(name)
-        self.add(f"/files/{wheel.name}.metadata", metadata)
-        meta_hash = f"sha256={hashlib.sha256(metadata).hexdigest()}"
+        attributes = ""
+        if metadata:
+            with zipfile.ZipFile(wheel) as archive:
+                name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+                text = archive.read(name)
+            self.add(f"/files/{wheel.name}.metadata", text)
+            meta_hash = f"sha256={hashlib.sha256(text).hexdigest()}"
+            attributes = f' data-dist-info-metadata="{meta_hash}" data-core-metadata="{meta_hash}"'
         page = f"/simple/{project}/"
         links = self.files.get(page, b"").decode()
-        links += (
-            f'<a href="/files/{wheel.name}#sha256={digest}" data-dist-info-metadata="{meta_hash}"'
-            f' data-core-metadata="{meta_hash}">{wheel.name}</a>\n'
-        )
+        links += f'<a href="/files/{wheel.name}#sha256={digest}"{attributes}>{wheel.name}</a>\n'
         self.files[page] = links.encode()
         projects = sorted({p.split("/")[2] for p in self.files if p.startswith("/simple/")})
         index = "".join(f'<a href="/simple/{p}/">{p}</a>\n' for p in projects if p)
@@ -85,17 +85,23 @@ class FileServer:
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     request_log: Request
+    head: bool = False
 
     def log_message(self, format: str, *args: object) -> None:  # quiet
         pass
 
-    def do_GET(self) -> None:
+    def do_HEAD(self) -> None:
+        self.do_GET(head=True)
+
+    def do_GET(self, head: bool = False) -> None:
         state = self.server.state
         path = self.path.split("?")[0]
         if path == "/simple":
             path = "/simple/"
         byte_range = self.headers.get("Range")
-        self.request_log = Request(path, byte_range, self.headers.get("User-Agent", ""))
+        agent = self.headers.get("User-Agent", "")
+        self.request_log = Request(path, byte_range, agent, method="HEAD" if head else "GET")
+        self.head = head
         state.log.append(self.request_log)
         if state.auth is not None and not self._authorized(state.auth):
             self.send_response(401)
@@ -131,7 +137,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header(key, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        written = body[: len(body) // 2] if drop else body
+        written = b"" if self.head else body[: len(body) // 2] if drop else body
         self.server.state.sent += len(written)  # counted first: the client may look at once
         self.request_log.sent += len(written)
         self.wfile.write(written)

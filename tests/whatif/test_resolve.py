@@ -81,9 +81,30 @@ def test_plan_install_from_an_index_reads_the_wheel_by_range(
     assert asked and all(r.range is not None for r in asked), asked
     assert sum(r.sent for r in asked) < len(NOISE) * 0.05
     assert "incoming-b 2.0: read " in run.stderr and " by range (" in run.stderr, run.stderr
+    (pip,) = owner_venv.site_packages.glob("pip-*.dist-info")
+    major, minor = (int(p) for p in pip.name[4:].split(".")[:2])
+    assert ("downloads every wheel it resolves" in run.stderr) == ((major, minor) < (23, 3))
     assert diff_snapshots(before, snapshot(owner_venv.path)) == []
 
     again = plan(cli, owner_venv, index)
     assert wheel_requests(index) == asked  # the second plan read the file list from the cache
     assert "from the cache" in again.stderr
     assert again.json()["plan"]["overwrites"] == doc["overwrites"]
+
+
+def test_a_pip_from_23_3_on_resolves_with_fast_deps(
+    owner_venv: Venv, make_wheel: WheelFactory, tmp_path: Path
+) -> None:
+    """From an index without PEP 658 metadata, pip >= 23.3 is asked for fast-deps: it reads
+    the wheel's METADATA by range requests too. (The venv's pip is told apart by its
+    dist-info's name, made 99.0 here; every pip since 20.2 has the feature.)"""
+    (dist_info,) = owner_venv.site_packages.glob("pip-*.dist-info")
+    dist_info.rename(dist_info.with_name("pip-99.0.dist-info"))
+    incoming = make_wheel("incoming-b", "2.0", {"shared/__init__.py": b"", LIB: b"B" * 5000})
+    with serve() as server:
+        server.add_wheel(incoming, metadata=False)
+        run = plan(Cli(tmp_path / "home"), owner_venv, server)
+    pip_ranges = [r for r in server.log if r.agent.startswith("pip/") and r.range is not None]
+    assert pip_ranges, server.log
+    assert "downloads every wheel" not in run.stderr
+    assert run.json()["plan"]["overwrites"]
