@@ -123,6 +123,18 @@ def test_credentials_of_the_index_url_are_sent_to_its_host(
             read_remote_wheel(url, credentials=["http://me:x@elsewhere.invalid/simple"])
 
 
+def test_credentials_never_follow_a_redirect(wheels: dict[str, Path]) -> None:
+    """The index's host redirects to another that asks for the same credentials: urllib
+    follows, the Authorization header stays behind (it is the index's, not the CDN's)."""
+    with serve(FileServer(auth="me:pw")) as elsewhere, serve() as index:
+        target = elsewhere.add("/files/small.whl", wheels["small"].read_bytes())
+        index.redirects["/files/small.whl"] = target
+        url = index.url + "/files/small.whl"
+        with pytest.raises(LibdoctorError, match="HTTP 401"):
+            read_remote_wheel(url, credentials=[f"http://me:pw@127.0.0.1:{index.port}/simple"])
+        assert [r.path for r in elsewhere.log] == ["/files/small.whl"]
+
+
 def one_line_error(url: str, **kwargs: object) -> str:
     with pytest.raises(LibdoctorError) as caught:
         read_remote_wheel(url, **kwargs)  # type: ignore[arg-type]

@@ -39,6 +39,7 @@ class FileServer:
     """What the handler serves, and what it was asked."""
 
     files: dict[str, bytes] = field(default_factory=dict)  # URL path -> body
+    redirects: dict[str, str] = field(default_factory=dict)  # URL path -> Location (302)
     mode: Mode = "range"
     auth: str | None = None
     log: list[Request] = field(default_factory=list)
@@ -103,6 +104,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.request_log = Request(path, byte_range, agent, method="HEAD" if head else "GET")
         self.head = head
         state.log.append(self.request_log)
+        if path in state.redirects:
+            self.send_response(302)
+            self.send_header("Location", state.redirects[path])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if state.auth is not None and not self._authorized(state.auth):
             self.send_response(401)
             self.send_header("WWW-Authenticate", 'Basic realm="test"')

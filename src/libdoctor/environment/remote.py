@@ -38,7 +38,7 @@ from libdoctor.environment.record import RecordEntry
 from libdoctor.environment.wheel import WheelFile, dist_info_members, wheel_from_archive
 from libdoctor.errors import LibdoctorError
 
-__all__ = ["RangeFile", "RemoteRead", "cached_wheel", "read_remote_wheel"]
+__all__ = ["Http", "RangeFile", "RemoteRead", "cached_wheel", "read_remote_wheel"]
 
 TAIL = 64 * 1024 + 22  # end-of-central-directory (22 bytes) after the longest zip comment
 BLOCK = 64 * 1024  # the least one read on demand fetches
@@ -98,17 +98,22 @@ def _authorization(url: str, credentials: Iterable[str]) -> tuple[str, str | Non
     bare, auth = _split_userinfo(url)
     if auth is not None:
         return bare, auth
-    where = urllib.parse.urlsplit(bare)
+    where = _origin(bare)
     for source in credentials:
-        parts = urllib.parse.urlsplit(source)
-        same = (parts.scheme, parts.hostname, parts.port) == (
-            where.scheme,
-            where.hostname,
-            where.port,
-        )
-        if same and parts.username is not None:
-            return bare, _split_userinfo(source)[1]
+        if where is not None and _origin(source) == where:
+            auth = _split_userinfo(source)[1]
+            if auth is not None:
+                return bare, auth
     return bare, None
+
+
+def _origin(url: str) -> tuple[str, str, int | None] | None:
+    """(scheme, host, port) of URL; None for a path, or a URL with a port that is no number."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        return (parts.scheme, parts.hostname, parts.port) if parts.hostname else None
+    except ValueError:
+        return None
 
 
 class Http:
@@ -140,7 +145,7 @@ class Http:
                 raise _RangesRefused(None) from None
             raise self.fail(f"HTTP {exc.code} {exc.reason}") from None
         except urllib.error.URLError as exc:
-            raise self.fail(str(exc.reason)) from None
+            raise self.fail(_describe(exc.reason)) from None
         except (OSError, HTTPException) as exc:
             raise self.fail(_describe(exc)) from None
 
@@ -178,9 +183,10 @@ class Http:
         return self.body(response, end - start)
 
 
-def _describe(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text.splitlines()[0] if text.strip() else type(exc).__name__
+def _describe(problem: object) -> str:
+    """One line for an exception (or urllib's reason, which may be a string)."""
+    text = str(problem).strip()
+    return text.splitlines()[0] if text else type(problem).__name__
 
 
 def _content_range(response: HTTPResponse) -> tuple[int, int, int] | None:

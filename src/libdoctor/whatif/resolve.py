@@ -63,9 +63,7 @@ def resolve_requirements(
     fetched = 0
     if not items:
         notes.append(f"{' '.join(requirements)}: already satisfied, pip would install nothing")
-    credentials = tuple(
-        u for u in (options.index_url, *options.extra_index_urls, *options.find_links) if u
-    )
+    credentials = _index_urls(options, environ)
     for item in items:
         meta = item.get("metadata", {})
         label = f"{meta.get('name', '?')} {meta.get('version', '?')}"
@@ -86,6 +84,14 @@ def resolve_requirements(
         fetched += read.fetched
         wheels.append(read.wheel)
     return ResolvedWheels(tuple(wheels), tuple(notes), tuple(unknown), fetched)
+
+
+def _index_urls(options: InstallerOptions, environ: Mapping[str, str]) -> tuple[str, ...]:
+    """Where pip looks, as given to libdoctor or in pip's variables: the credentials a wheel
+    URL on the same host is read with (pip's report names files without them)."""
+    given = (options.index_url, *options.extra_index_urls, *options.find_links)
+    from_env = (environ.get("PIP_INDEX_URL", ""), *environ.get("PIP_EXTRA_INDEX_URL", "").split())
+    return tuple(u for u in (*given, *from_env) if u)
 
 
 def _dry_run(
