@@ -146,7 +146,7 @@ def _measure(copy: Path, args: argparse.Namespace, work: Path) -> Figures:
         elapsed, _, stderr = _plan(copy, args.requirement, args.index_url, cache)
         figures.warm.append(elapsed)
         assert "by range" not in stderr, stderr
-        shutil.rmtree(cache)
+        shutil.rmtree(cache, ignore_errors=True)
     return figures
 
 
