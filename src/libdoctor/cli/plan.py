@@ -35,7 +35,9 @@ def register(sub: Any) -> None:
         help="what `pip install WHEEL|REQ...` would overwrite and break",
         description="What `pip install` of wheel files or requirements would overwrite and "
         "break. Requirements are resolved by the target's own pip (--dry-run --report) and "
-        "their wheels downloaded into the user cache. TARGET, if given, is the last argument.",
+        "their wheels' file lists read by HTTP range requests (the central directory, METADATA "
+        "and RECORD, never the whole wheel), kept in the user cache. TARGET, if given, is the "
+        "last argument.",
     )
     install.add_argument("items", nargs="+", metavar="WHEEL|REQ... [TARGET]")
     for parser in (uninstall, install):
@@ -70,6 +72,7 @@ def run_install(args: argparse.Namespace) -> int:
     items, target = common.items_and_target(args, wheels=True)
     wheel_paths = [i for i in items if i.endswith(".whl") and os.path.isfile(i)]
     requirements = [i for i in items if i not in wheel_paths]
+    wheels = [read_wheel(os.path.abspath(p)) for p in wheel_paths]
     notes: list[str] = []
     unknown: tuple[str, ...] = ()
     if requirements:
@@ -82,10 +85,9 @@ def run_install(args: argparse.Namespace) -> int:
             echo=sys.stderr.isatty() and not args.json,
             notify=changes.say,
         )
-        wheel_paths += resolved.wheels
+        wheels += resolved.wheels
         notes += resolved.notes
         unknown = resolved.unknown
-    wheels = [read_wheel(os.path.abspath(p)) for p in wheel_paths]
     plan = plan_install(build_environment(target), RealDisk(), wheels, common.libraries(args))
     plan = replace(plan, notes=(*notes, *plan.notes), unknown=unknown)
     changes.write_plan(args, plan)
