@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from libdoctor import __version__
 from libdoctor.environment.paths import display
 from libdoctor.findings import Finding, Severity
+from libdoctor.report.text import MARK, STYLE, TITLE, Line, finding_lines, to_string
 
 if TYPE_CHECKING:
     from libdoctor.analysis.lock import LockReport
@@ -88,15 +89,18 @@ def header(report: LockReport) -> list[str]:
 def render_text(
     report: LockReport, findings: Sequence[Finding], *, color: bool, verbose: bool
 ) -> str:
-    from libdoctor.report.text import STYLE, TITLE, Line, finding_lines, to_string
-
     lines = [Line.of(text, "bold") for text in header(report)]
     lines.append(Line.of())
     for severity in sorted(Severity, reverse=True):
         group = [f for f in findings if f.severity is severity]
         if group:
             lines.append(Line.of(f"{TITLE[severity]} ({len(group)})", STYLE[severity]))
-            lines += [line for f in group for line in finding_lines(f, verbose)]
+            for code in dict.fromkeys(f.code for f in group):
+                same = [f for f in group if f.code == code]
+                if verbose or len(same) <= _SHOWN_ALONE:
+                    lines += [line for f in same for line in finding_lines(f, verbose)]
+                else:
+                    lines += _block(same)
     if verbose:
         notes = [*report.lock.notes, *report.selection.notes]
         lines += [Line.of(f"note: {display(n)}", "dim") for n in notes]
@@ -104,9 +108,48 @@ def render_text(
     return to_string(lines, color=color)
 
 
-def _verdict(report: LockReport, findings: Sequence[Finding]) -> Any:
-    from libdoctor.report.text import STYLE, Line
+# A code with more findings than this reads as one block: the names, the first message and
+# one command for all, so that a lock gone far astray still fits one screen.
+_SHOWN_ALONE = 3
 
+
+def _block(findings: Sequence[Finding]) -> list[Line]:
+    first = findings[0]
+    names = ", ".join(
+        f"{f.distribution.name} {f.distribution.version}".strip()
+        for f in findings
+        if f.distribution is not None
+    )
+    lines = [
+        Line.of("  ").plus(
+            f"{MARK[first.severity]} {first.code} ({len(findings)})", STYLE[first.severity]
+        ),
+        Line.of(f"    {names}", "bold", wrap=True),
+        Line.of(f"    first: {display(first.message)}", wrap=True),
+    ]
+    fix = merged_fix(findings)
+    if fix is not None:
+        lines.append(Line.of("    fix: ", "green").plus(display(fix)))
+    lines.append(Line.of("    (--verbose: each finding, its paths and its fix)", "dim"))
+    lines.append(Line.of())
+    return lines
+
+
+def merged_fix(findings: Sequence[Finding]) -> str | None:
+    """One command for FINDINGS whose fixes differ only in their last word (the package):
+    ``pip install --no-deps a==1 b==2``, ``pip uninstall --yes c d``."""
+    import shlex
+
+    argvs = [f.fix.argv for f in findings if f.fix is not None]
+    if len(argvs) != len(findings) or not argvs:
+        return None
+    base = argvs[0][:-1]
+    if any(argv[:-1] != base for argv in argvs):
+        return None
+    return shlex.join([*base, *(argv[-1] for argv in argvs)])
+
+
+def _verdict(report: LockReport, findings: Sequence[Finding]) -> Line:
     check = report.check
     scope = (
         f": {len(check.matched)} of {len(report.selection.required)} locked packages at their "
