@@ -19,8 +19,12 @@ pins nothing). ``select`` evaluates it for the target's marker environment
   optional (``uv sync`` installs it editable; ``uv pip install -r`` an export does not).
   A lock without a root package is taken whole, every package required.
 
-An edge or package marker that cannot be evaluated (a uv conflict marker, say) counts as
-holding: the package is expected rather than silently left out.
+An edge or package marker that cannot be evaluated (one packaging cannot parse) counts as
+holding: the package is expected rather than silently left out. uv's conflict markers
+(``extra == 'extra-4-demo-cpu'``) see no extra here, so they do not hold.
+
+``installed_from`` reads the other side: what a dist-info keeps of the file it was installed
+from (``direct_url.json``, WHEEL's tags).
 """
 
 from __future__ import annotations
