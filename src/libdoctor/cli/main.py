@@ -29,6 +29,7 @@ COMMANDS = (
     "uninstall",
     "restore",
     "backups",
+    "verify",
 )
 
 

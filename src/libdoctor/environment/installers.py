@@ -163,6 +163,20 @@ def reinstall_argv(dist: Distribution, target: Target) -> tuple[str, ...]:
     return (python, "-m", "pip", "install", how, "--no-deps", requirement(dist))
 
 
+def install_argv(
+    target: Target, requirement: str, installer: str = "pip", *, reinstall: bool = False
+) -> tuple[str, ...]:
+    """Install REQUIREMENT (``name==1.0`` or a URL) into TARGET with its INSTALLER, no
+    dependencies; REINSTALL replaces an installed copy of the same version."""
+    python = target.python or missing_python(target)
+    into = ("--target", target.target_dir) if target.target_dir else ()
+    if installer == "uv":
+        again = ("--reinstall",) if reinstall else ()
+        return ("uv", "pip", "install", *into, *again, "--no-deps", "--python", python, requirement)
+    again = ("--upgrade",) if into else ("--force-reinstall",) if reinstall else ()
+    return (python, "-m", "pip", "install", *into, *again, "--no-deps", requirement)
+
+
 def uninstall_argv(dist: Distribution, target: Target) -> tuple[str, ...]:
     python = python_for(dist, target)
     installer = _installer(dist)
