@@ -34,7 +34,7 @@ __all__ = [
     "wait_for_installer",
 ]
 
-COMMANDS = ("plan", "fix", "uninstall", "restore")
+COMMANDS = ("plan", "fix", "uninstall", "install", "guard", "restore")
 _BOOT = (
     "import sys, libdoctor.cli.main as c; "
     f"c.COMMANDS = tuple(dict.fromkeys((*c.COMMANDS, *{COMMANDS!r}))); "

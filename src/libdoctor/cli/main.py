@@ -27,6 +27,8 @@ COMMANDS = (
     "plan",
     "fix",
     "uninstall",
+    "install",
+    "guard",
     "restore",
     "backups",
     "verify",

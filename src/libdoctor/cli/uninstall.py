@@ -48,6 +48,9 @@ def register(sub: Any) -> None:
     )
     mode.add_argument("--force", action="store_true", help="uninstall even if it breaks things")
     uninstall.add_argument("--dry-run", action="store_true", help="show the plan, run nothing")
+    uninstall.add_argument(
+        "-y", "--yes", action="store_true", help="accepted for pip's sake: nothing is asked"
+    )
     changes.add_installer_options(uninstall)
     uninstall.set_defaults(func=run)
 

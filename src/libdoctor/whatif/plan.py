@@ -130,7 +130,8 @@ def diff_findings(before: Sequence[Finding], after: Sequence[Finding]) -> Findin
 class Step:
     """One installer command. ``dist`` names the distribution it acts on (by metadata dir),
     ``also`` the others a reinstall of several in one call acts on; ``wheel`` the wheel file
-    it installs. ``name`` and ``version`` are ``dist``'s."""
+    it installs; ``writes`` the paths an install writes over (backed up first). ``name`` and
+    ``version`` are ``dist``'s."""
 
     action: StepAction
     argv: tuple[str, ...]
@@ -140,6 +141,7 @@ class Step:
     wheel: str | None = None
     reason: str = ""
     also: tuple[Distribution, ...] = ()
+    writes: tuple[str, ...] = ()
 
     @property
     def installer(self) -> str:
