@@ -397,7 +397,7 @@ def env_installer(target: Target, dists: Sequence[Distribution]) -> str:
     return "pip" if has_own_pip(target) else "uv"
 
 
-def install_argv(target: Target, installer: str, items: Sequence[str]) -> tuple[str, ...]:
+def request_argv(target: Target, installer: str, items: Sequence[str]) -> tuple[str, ...]:
     """``pip install ITEMS`` into TARGET by its own interpreter, or ``uv pip install --python``
     it; ITEMS are requirements, wheel files and ``-r``/``-c`` files, as the user gave them."""
     python = target_python(target)
