@@ -16,22 +16,15 @@ Exit codes: 0 done and nothing new at error level; 1 refused, or done with new e
 from __future__ import annotations
 
 import argparse
-import os
-import shlex
 import shutil
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.cli import changes, common
-from libdoctor.cli.plan import add_request_options, request_and_target
+from libdoctor.cli.plan import add_request_options, request_and_target, resolve_request
 
 if TYPE_CHECKING:
-    from libdoctor.environment.target import Target
-    from libdoctor.findings import Finding
-    from libdoctor.repair.run import RunResult
-    from libdoctor.whatif.plan import Plan, Step
-    from libdoctor.whatif.request import InstallRequest
+    from libdoctor.whatif.plan import Step
 
 
 def register(sub: Any) -> None:
@@ -45,19 +38,11 @@ def register(sub: Any) -> None:
         "last argument. Backed up and rolled back on failure.",
     )
     install.add_argument("items", nargs="*", metavar="WHEEL|REQ... [TARGET]")
-    common.add_target_options(install, positional=False)
-    common.add_output_options(install)
-    common.add_library_option(install)
-    mode = install.add_mutually_exclusive_group()
-    mode.add_argument(
-        "--repair",
-        action="store_true",
-        help="then reinstall the distributions whose files the install overwrites or deletes",
-    )
-    mode.add_argument("--force", action="store_true", help="install even if it breaks things")
-    install.add_argument("--dry-run", action="store_true", help="show the plan, run nothing")
-    install.add_argument(
-        "-y", "--yes", action="store_true", help="accepted for pip's sake: nothing is asked"
+    changes.add_guarded_options(
+        install,
+        verb="install",
+        repair_help="then reinstall the distributions whose files the install overwrites or "
+        "deletes",
     )
     add_request_options(install)
     changes.add_installer_options(install)
@@ -65,51 +50,21 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from libdoctor.findings import Severity
-    from libdoctor.whatif.plan import diff_findings
-    from libdoctor.whatif.request import install_refusal, plan_request, with_steps
+    from libdoctor.whatif.request import install_refusal, with_steps
 
     request, target = request_and_target(args)
     changes.refuse_unwritable(target)
     libs = common.libraries(args)
-    planned = plan_request(
-        target,
-        request,
-        options=changes.installer_options(args),
-        cache_dir=changes.cache_dir(args),
-        environ=os.environ,
-        libraries=libs,
-        echo=sys.stderr.isatty() and not args.json,
-        notify=changes.say,
-    )
-    plan = with_steps(planned, request, libs)
+    plan = with_steps(resolve_request(args, request, target, libs), request, libs)
     steps = plan.steps_to_run(repair=args.repair)
     changes.refuse_unrunnable(target, steps)
     refusal = install_refusal(plan, repair=args.repair, force=args.force)
-    if refusal is not None or args.dry_run or not plan.subjects:
-        changes.write_plan(args, plan)
-        if refusal is not None:
-            changes.say(refusal)
-            return common.EXIT_FINDINGS
-        return common.EXIT_OK
+    done = changes.answer_without_running(args, plan, refusal, idle=not plan.subjects)
+    if done is not None:
+        return done
     _refuse_without_uv(steps)
-    if not args.json:
-        changes.write_plan(args, plan)
-    result, after = changes.execute(args, target, steps, libs, _command(args, request, target))
-    _write(args, plan, result, after)
-    if not result.ok:
-        return common.EXIT_ERROR
-    new = diff_findings(plan.before, after or ()).new
-    return (
-        common.EXIT_FINDINGS if any(f.severity >= Severity.ERROR for f in new) else common.EXIT_OK
-    )
-
-
-def _command(args: argparse.Namespace, request: InstallRequest, target: Target) -> str:
-    """The command line the backup's journal names: what the user would retype."""
-    mode = ["--repair"] if args.repair else ["--force"] if args.force else []
-    where = [target.prefix, *changes.python_option(target)]
-    return shlex.join(["libdoctor", "install", *request.argv_items(), *where, *mode])
+    command = changes.guarded_command(args, "install", request.argv_items(), target)
+    return changes.run_guarded(args, target, plan, steps, libs, command)
 
 
 def _refuse_without_uv(steps: Sequence[Step]) -> None:
@@ -118,15 +73,3 @@ def _refuse_without_uv(steps: Sequence[Step]) -> None:
     for step in steps:
         if step.argv and step.argv[0] == "uv" and shutil.which("uv") is None:
             raise LibdoctorError("the environment was made by uv, and uv is not on PATH")
-
-
-def _write(
-    args: argparse.Namespace, plan: Plan, result: RunResult, after: list[Finding] | None
-) -> None:
-    from libdoctor.report.json import target_dict
-    from libdoctor.report.uninstall import uninstall_json, uninstall_text
-
-    if args.json:
-        common.write(uninstall_json(plan, target_dict(plan.target), result, after))
-    else:
-        common.write(uninstall_text(plan, result, after, color=common.use_color(args)))

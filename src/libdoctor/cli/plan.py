@@ -16,7 +16,8 @@ from libdoctor.cli import changes, common
 
 if TYPE_CHECKING:
     from libdoctor.environment.target import Target
-    from libdoctor.whatif.request import InstallRequest
+    from libdoctor.loader.extensions import LoaderContext
+    from libdoctor.whatif.request import InstallRequest, PlannedInstall
 
 
 def register(sub: Any) -> None:
@@ -67,21 +68,32 @@ def run_uninstall(args: argparse.Namespace) -> int:
 
 
 def run_install(args: argparse.Namespace) -> int:
+    request, target = request_and_target(args)
+    planned = resolve_request(args, request, target, common.libraries(args))
+    changes.write_plan(args, planned.plan)
+    return common.EXIT_OK if planned.plan.verdict == "safe" else common.EXIT_FINDINGS
+
+
+def resolve_request(
+    args: argparse.Namespace,
+    request: InstallRequest,
+    target: Target,
+    libraries: LoaderContext | None,
+) -> PlannedInstall:
+    """REQUEST planned on TARGET with the command's installer options and cache: what
+    ``plan install`` shows and ``install`` runs."""
     from libdoctor.whatif.request import plan_request
 
-    request, target = request_and_target(args)
-    planned = plan_request(
+    return plan_request(
         target,
         request,
         options=changes.installer_options(args),
         cache_dir=changes.cache_dir(args),
         environ=os.environ,
-        libraries=common.libraries(args),
+        libraries=libraries,
         echo=sys.stderr.isatty() and not args.json,
         notify=changes.say,
     )
-    changes.write_plan(args, planned.plan)
-    return common.EXIT_OK if planned.plan.verdict == "safe" else common.EXIT_FINDINGS
 
 
 def add_request_options(parser: argparse.ArgumentParser) -> None:
