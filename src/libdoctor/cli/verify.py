@@ -30,13 +30,7 @@ def register(sub: Any) -> None:
     )
     common.add_target_options(verify)
     common.add_output_options(verify)
-    verify.add_argument("--deep", action="store_true", help="also compare file hashes with RECORD")
-    verify.add_argument(
-        "--cache-dir", metavar="DIR", help="hash cache location (default: user cache dir)"
-    )
-    verify.add_argument(
-        "--no-cache", action="store_true", help="neither read nor write the hash cache"
-    )
+    common.add_deep_options(verify, deep_help="also compare file hashes with RECORD")
     verify.set_defaults(func=run)
 
 
@@ -49,12 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from libdoctor.report.json import target_dict
 
     target = common.discover_target(args)
-    cache_dir = None
-    if args.deep and not args.no_cache:
-        from libdoctor.disk.hashing import default_cache_dir
-
-        cache_dir = args.cache_dir or default_cache_dir()
-    options = CheckOptions(deep=args.deep, cache_dir=cache_dir)
+    options = CheckOptions(deep=args.deep, cache_dir=common.hash_cache_dir(args))
     progress = progress_factory(args.deep and sys.stderr.isatty() and not args.json)
     report = verify_lock(target, args.lock, options, progress)
     order = {s: i for i, s in enumerate(sorted(Severity, reverse=True))}
