@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from libdoctor import __version__
 from libdoctor.environment.paths import display
 from libdoctor.findings import Finding, Severity
+from libdoctor.report.check import hashing_line, target_line
 from libdoctor.report.text import MARK, STYLE, TITLE, Line, finding_lines, to_string
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def header(report: LockReport) -> list[str]:
     python = report.markers.get("python_full_version", "?")
     platform = report.markers.get("sys_platform", "?")
     lines = [
-        f"libdoctor {__version__}: {display(target.prefix)} (chosen by {target.chosen_by})",
+        target_line(target),
         f"lock: {display(lock.path)} ({lock.format}{by}): "
         f"{len(selection.required)} of {len(lock.packages)} packages apply here "
         f"(Python {python}, {platform})",
@@ -78,11 +78,7 @@ def header(report: LockReport) -> list[str]:
             "(installers the lock does not list)"
         )
     if report.hashing is not None:
-        h = report.hashing
-        lines.append(
-            f"hashed {h['files_hashed']:,} files ({h['bytes_hashed'] / 1e9:.2f} GB), "
-            f"{h['cache_hits']:,} from cache"
-        )
+        lines.append(hashing_line(report.hashing))
     return lines
 
 
@@ -165,11 +161,10 @@ def _verdict(report: LockReport, findings: Sequence[Finding]) -> Line:
 def render_json(report: LockReport, findings: Sequence[Finding], target: Mapping[str, Any]) -> str:
     from libdoctor.report import json as json_report
 
-    tool_extra = {"hashing": report.hashing} if report.hashing is not None else None
     return json_report.render(
         target=target,
         summary=summary(report),
         findings=findings,
-        tool_extra=tool_extra,
+        hashing=report.hashing,
         extra={"lock": lock_dict(report)},
     )
