@@ -39,7 +39,7 @@ from libdoctor.environment.lockfile import (
     wheel_tags,
 )
 from libdoctor.environment.model import Environment
-from libdoctor.findings import DistRef, Finding, Fix, Severity
+from libdoctor.findings import Code, DistRef, Finding, Fix, Severity
 
 __all__ = ["INSTALLER_TOOLS", "LockCheck", "check_lock"]
 
@@ -177,14 +177,33 @@ def _version(env: Environment, lock: Lock, package: LockedPackage, dist: Distrib
     argv = install_argv(
         env.target, f"{package.name}=={package.version}", _dist_installer(dist, env)
     )
+    return _installed_finding(
+        "lock-version",
+        Severity.ERROR,
+        dist,
+        f"{dist.name} is {dist.version} here; the lock pins {package.version}.",
+        {**_lock_evidence(lock, package), "installed_version": dist.version},
+        None if package.local else Fix(argv),
+    )
+
+
+def _installed_finding(
+    code: Code,
+    severity: Severity,
+    dist: Distribution,
+    message: str,
+    evidence: dict[str, Any],
+    fix: Fix | None,
+) -> Finding:
+    """A finding about an installed distribution: named, and pointed at by its dist-info."""
     return Finding(
-        code="lock-version",
-        severity=Severity.ERROR,
-        message=f"{dist.name} is {dist.version} here; the lock pins {package.version}.",
+        code=code,
+        severity=severity,
+        message=message,
         distribution=ref(dist),
         paths=(dist.metadata_dir,),
-        evidence={**_lock_evidence(lock, package), "installed_version": dist.version},
-        fix=None if package.local else Fix(argv),
+        evidence=evidence,
+        fix=fix,
     )
 
 
@@ -285,20 +304,20 @@ def _artifact_finding(
     installer = _dist_installer(dist, env)
     requirement = url or f"{package.name}=={package.version}"
     note = "" if url else "a reinstall from the index; verify again to see which file came"
-    return Finding(
-        code="lock-artifact",
-        severity=Severity.ERROR,
-        message=f"{dist.display} is not the locked artifact: {why}.",
-        distribution=ref(dist),
-        paths=(dist.metadata_dir,),
-        evidence={
-            **_lock_evidence(lock, package),
-            "installed_from": found.url,
-            "installed_hashes": sorted(found.hashes),
-            "installed_tags": list(found.tags),
-            "locked_hashes": sorted(package.hashes),
-        },
-        fix=Fix(install_argv(env.target, requirement, installer, reinstall=True), note=note),
+    evidence = {
+        **_lock_evidence(lock, package),
+        "installed_from": found.url,
+        "installed_hashes": sorted(found.hashes),
+        "installed_tags": list(found.tags),
+        "locked_hashes": sorted(package.hashes),
+    }
+    return _installed_finding(
+        "lock-artifact",
+        Severity.ERROR,
+        dist,
+        f"{dist.display} is not the locked artifact: {why}.",
+        evidence,
+        Fix(install_argv(env.target, requirement, installer, reinstall=True), note=note),
     )
 
 
@@ -362,12 +381,11 @@ def _extra(env: Environment, lock: Lock, dist: Distribution, excluded: str | Non
         if excluded
         else "the lock does not list it"
     )
-    return Finding(
-        code="lock-extra",
-        severity=Severity.WARNING,
-        message=f"{dist.display} is installed but {why}.",
-        distribution=ref(dist),
-        paths=(dist.metadata_dir,),
-        evidence={"lock": lock.path, **({"excluded": excluded} if excluded else {})},
-        fix=None if dist.external else Fix(uninstall_argv(dist, env.target)),
+    return _installed_finding(
+        "lock-extra",
+        Severity.WARNING,
+        dist,
+        f"{dist.display} is installed but {why}.",
+        {"lock": lock.path, **({"excluded": excluded} if excluded else {})},
+        None if dist.external else Fix(uninstall_argv(dist, env.target)),
     )
