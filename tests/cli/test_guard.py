@@ -9,27 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from support.conflicts import ConflictWheels as Wheels
-from support.conflicts import build_conflict_wheels
+from support.conflicts import ConflictWheels
 from support.repairs import Cli, diff_states, tree_state
-from support.venvs import VenvFactory, pip_install, uv_path
-from support.wheels import WheelFactory
-
-
-@pytest.fixture(scope="module")
-def wheels(module_wheels: WheelFactory) -> Wheels:
-    return build_conflict_wheels(module_wheels)
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Cli:
-    return Cli(tmp_path / "cache-home")
-
-
-def installed(site: Path) -> set[str]:
-    return {p.name.split("-")[0] for p in site.glob("*.dist-info")}
+from support.venvs import VenvFactory, installed_names, pip_install, uv_path
 
 
 def test_guard_install_then_remove_is_byte_identical(
@@ -67,18 +49,18 @@ def _run(
 
 
 def test_guarded_pip_stops_a_breaking_install_and_lets_the_rest_through(
-    new_venv: VenvFactory, wheels: Wheels, cli: Cli
+    new_venv: VenvFactory, conflicts: ConflictWheels, cli: Cli
 ) -> None:
     venv = new_venv("guarded-pip")
-    pip_install(venv, wheels.a)
+    pip_install(venv, conflicts.a)
     assert cli("guard", "install", venv.path).rc == 0
     env = cli.env({"PATH": f"{venv.bin}{os.pathsep}{os.environ['PATH']}"})
     before = tree_state(venv.path)
-    stopped = _run([venv.bin / "pip", "install", wheels.b], env)
+    stopped = _run([venv.bin / "pip", "install", conflicts.b], env)
     assert stopped.returncode == 1, stopped
     assert "refused: the install breaks 1 thing(s)" in stopped.stderr
     assert diff_states(before, tree_state(venv.path)) == []
-    harmless = _run([venv.bin / "pip", "install", "ldt-alone", *wheels.offline()], env)
+    harmless = _run([venv.bin / "pip", "install", "ldt-alone", *conflicts.offline()], env)
     assert harmless.returncode == 0, harmless
     assert "Successfully installed ldt-alone-1.0" in harmless.stdout
     listed = _run([venv.bin / "pip", "list", "--format=freeze"], env)
@@ -89,52 +71,52 @@ def test_guarded_pip_stops_a_breaking_install_and_lets_the_rest_through(
 
 
 def test_guard_off_and_force_go_straight_through(
-    new_venv: VenvFactory, wheels: Wheels, cli: Cli
+    new_venv: VenvFactory, conflicts: ConflictWheels, cli: Cli
 ) -> None:
     venv = new_venv("guard-off")
-    pip_install(venv, wheels.a)
+    pip_install(venv, conflicts.a)
     assert cli("guard", "install", venv.path).rc == 0
     env = cli.env()
-    off = _run([venv.bin / "pip", "install", wheels.b], {**env, "LIBDOCTOR_GUARD": "off"})
+    off = _run([venv.bin / "pip", "install", conflicts.b], {**env, "LIBDOCTOR_GUARD": "off"})
     assert off.returncode == 0, off
-    assert {"ldt_a", "ldt_b"} <= installed(venv.site_packages)
+    assert {"ldt_a", "ldt_b"} <= installed_names(venv.site_packages)
     forced = _run([venv.bin / "pip3", "uninstall", "--force", "-y", "ldt-b"], env)
     assert forced.returncode == 0, forced
-    assert "ldt_b" not in installed(venv.site_packages)
+    assert "ldt_b" not in installed_names(venv.site_packages)
 
 
 def test_uv_wrapper_stops_uv_pip_install_aimed_at_the_env(
-    new_venv: VenvFactory, wheels: Wheels, cli: Cli, tmp_path: Path
+    new_venv: VenvFactory, conflicts: ConflictWheels, cli: Cli, tmp_path: Path
 ) -> None:
     venv = new_venv("guarded-uv")
-    pip_install(venv, wheels.a)
+    pip_install(venv, conflicts.a)
     assert cli("guard", "install", venv.path).rc == 0
     path = f"{venv.bin}{os.pathsep}{uv_path().parent}{os.pathsep}{os.environ['PATH']}"
     env = cli.env({"PATH": path, "UV_CACHE_DIR": str(tmp_path / "uv-cache"), "UV_NO_CONFIG": "1"})
     before = tree_state(venv.path)
     argv: list[str | os.PathLike[str]] = ["uv", "pip", "install", "--python", venv.python]
-    stopped = _run([*argv, wheels.b], env)
+    stopped = _run([*argv, conflicts.b], env)
     assert stopped.returncode == 1, stopped
     assert "refused: the install breaks 1 thing(s)" in stopped.stderr
     assert diff_states(before, tree_state(venv.path)) == []
     version = _run(["uv", "--version"], env)
     assert version.returncode == 0 and version.stdout.startswith("uv "), version
-    harmless = _run([*argv, "--no-index", "-f", wheels.links, "ldt-alone"], env)
+    harmless = _run([*argv, "--no-index", "-f", conflicts.links, "ldt-alone"], env)
     assert harmless.returncode == 0, harmless
-    assert "ldt_alone" in installed(venv.site_packages)
+    assert "ldt_alone" in installed_names(venv.site_packages)
 
 
 def test_guard_shell_functions_stop_a_breaking_install(
-    new_venv: VenvFactory, wheels: Wheels, cli: Cli
+    new_venv: VenvFactory, conflicts: ConflictWheels, cli: Cli
 ) -> None:
     venv = new_venv("guard-eval")
-    pip_install(venv, wheels.a)
+    pip_install(venv, conflicts.a)
     before = tree_state(venv.path)
     shell = cli("guard", "install", "--eval", venv.path)
     assert shell.rc == 0, shell.describe()
     assert diff_states(before, tree_state(venv.path)) == [], "--eval writes nothing"
     env = cli.env({"PATH": f"{venv.bin}{os.pathsep}{os.environ['PATH']}"})
-    script = f"{shell.stdout}\npip install {wheels.b}\n"
+    script = f"{shell.stdout}\npip install {conflicts.b}\n"
     stopped = _run(["sh", "-c", script], env)
     assert stopped.returncode == 1, stopped
     assert "refused" in stopped.stderr

@@ -9,6 +9,7 @@
   in ``installer.pid`` beside the script: ``wait_for_installer``), right after pip wrote its
   first file (pip has already moved the old files away at that point).
 - ``Cli.start``: the same command as a running process, for tests that signal it.
+- ``check_errors``: the error findings of ``check --json`` on a target.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from support.venvs import SRC_DIR, LibdoctorRun, libdoctor_env, pip_env
 
 __all__ = [
     "Cli",
+    "check_errors",
     "diff_states",
     "fault_injector",
     "process_gone",
@@ -91,6 +93,13 @@ class Cli:
             stdin=subprocess.DEVNULL,
             cwd=SRC_DIR.parent,
         )
+
+
+def check_errors(cli: Cli, target: Path) -> list[dict[str, Any]]:
+    """The error-level findings of ``libdoctor check TARGET --json`` (which must run)."""
+    run = cli("check", target, "--json")
+    assert run.rc in (0, 1), run.describe()
+    return [f for f in run.json()["findings"] if f["severity"] == "error"]
 
 
 def tree_state(root: Path, *, hashed: bool = True) -> dict[str, tuple[Any, ...]]:
