@@ -28,6 +28,16 @@ def test_guard_install_then_remove_is_byte_identical(
     assert status.rc == 0, status.describe()
     states = {e["name"]: e["state"] for e in status.json()["entries"]}
     assert states["pip"] == states["uv"] == "wrapped"
+    for deep in ([], ["--deep"]):  # a guarded env is clean: wrapped scripts judged by originals
+        checked = cli("check", venv.path, "--json", *deep)
+        assert checked.rc == 0 and checked.json()["findings"] == [], checked.describe()
+    original = venv.bin / ".libdoctor-guard" / "pip"
+    kept = original.stat()
+    original.write_bytes(original.read_bytes() + b"# edited\n")  # a damaged original still shows
+    damaged = cli("check", venv.path, "--json")
+    assert [f["code"] for f in damaged.json()["findings"]] == ["altered-files"], damaged.describe()
+    original.write_bytes(original.read_bytes()[: -len(b"# edited\n")])
+    os.utime(original, ns=(kept.st_atime_ns, kept.st_mtime_ns))
     removed = cli("guard", "remove", venv.path)
     assert removed.rc == 0, removed.describe()
     assert diff_states(before, tree_state(venv.path)) == []

@@ -23,6 +23,7 @@ import stat
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from libdoctor.environment.model import GUARD_DIR, GUARD_MARKER
 from libdoctor.environment.target import Target
 from libdoctor.errors import LibdoctorError
 
@@ -38,9 +39,8 @@ __all__ = [
     "shell_functions",
 ]
 
-GUARD_DIR = ".libdoctor-guard"
 _MANIFEST = "manifest.json"
-MARKER = "# libdoctor guard wrapper"
+MARKER = GUARD_MARKER.decode()  # `check` knows a wrapper by it (environment.model)
 # argv: SOURCE TOOL REAL PREFIX ARGS...; a libdoctor gone since runs the real tool unguarded.
 _INTERCEPT = """import os, sys
 sys.path.insert(0, sys.argv[1])
