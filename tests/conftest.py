@@ -1,6 +1,7 @@
 """Shared fixtures: wheels built in the test, real venvs with real pip, the real libdoctor CLI.
 
-The helpers themselves live in ``support.wheels`` and ``support.venvs``.
+The helpers themselves live in ``support.wheels``, ``support.venvs``, ``support.repairs``
+and ``support.conflicts``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from support.checkdoc import Doc, check_ok
+from support.conflicts import ConflictWheels, build_conflict_wheels
+from support.repairs import Cli
 from support.venvs import Libdoctor, Venv, VenvFactory, create_template_venv
 from support.wheels import WheelFactory
 from support.zoo import Zoo, build_zoo
@@ -53,6 +56,18 @@ def libdoctor(tmp_path: Path) -> Libdoctor:
 @pytest.fixture(scope="module")
 def module_libdoctor(tmp_path_factory: pytest.TempPathFactory) -> Libdoctor:
     return Libdoctor(tmp_path_factory.mktemp("cache-home"))
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    """The repair commands' ``libdoctor``: backups and downloads under this test's tmp."""
+    return Cli(tmp_path / "cache-home")
+
+
+@pytest.fixture(scope="module")
+def conflicts(module_wheels: WheelFactory) -> ConflictWheels:
+    """Wheels that share paths (``support.conflicts``), built once per module."""
+    return build_conflict_wheels(module_wheels)
 
 
 # The "zoo": one venv per test module holding every broken state the file checks know

@@ -25,7 +25,7 @@ def test_the_literal_and_the_registry_list_the_same_codes() -> None:
 def test_the_readme_table_lists_every_check_code_and_whether_it_is_hidden() -> None:
     rows = re.findall(r"^\| `([a-z-]+)` \| ([^|]+) \|", _section("## `libdoctor check`"), re.M)
     table = {code: severity for code, severity in rows}
-    checks = {c for c, info in CODES.items() if not info.summary.startswith("probe:")}
+    checks = {c for c, info in CODES.items() if not info.summary.startswith(("probe:", "verify:"))}
     assert set(table) == checks
     for code, severity in table.items():
         assert ("hidden" in severity) == (not CODES[code].shown_by_default), code
@@ -35,6 +35,12 @@ def test_the_readme_names_every_probe_code() -> None:
     section = _section("## `libdoctor probe")
     probe = [c for c, info in CODES.items() if info.summary.startswith("probe:")]
     assert probe and all(f"`{code}`" in section for code in probe)
+
+
+def test_the_readme_table_of_verify_lists_every_verify_code() -> None:
+    rows = re.findall(r"^\| `([a-z-]+)` \|", _section("## `libdoctor verify"), re.M)
+    verify = [c for c, info in CODES.items() if info.summary.startswith("verify:")]
+    assert verify and sorted(rows) == sorted(verify)
 
 
 def test_an_unknown_code_is_refused() -> None:

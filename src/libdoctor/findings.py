@@ -50,6 +50,11 @@ Code = Literal[
     "loaded-outside-env",
     "loaded-foreign-bytes",
     "static-runtime-mismatch",
+    "lock-missing",
+    "lock-version",
+    "lock-extra",
+    "lock-artifact",
+    "lock-files",
 ]
 """Every finding code: a stable contract, never renamed. ``CODES`` says what each means."""
 
@@ -104,6 +109,11 @@ _CODES: tuple[CodeInfo, ...] = (
     CodeInfo("loaded-outside-env", "probe: a library loaded from outside while the env ships it"),
     CodeInfo("loaded-foreign-bytes", "probe: a loaded file's bytes are not its owner's RECORD"),
     CodeInfo("static-runtime-mismatch", "probe: the process loaded another file than predicted"),
+    CodeInfo("lock-missing", "verify: the lock asks for a package that is not installed"),
+    CodeInfo("lock-version", "verify: a locked package is installed at another version"),
+    CodeInfo("lock-extra", "verify: installed, but the lock does not ask for it here"),
+    CodeInfo("lock-artifact", "verify: installed from another file than the lock's"),
+    CodeInfo("lock-files", "verify: the locked version, but its files changed since"),
 )
 
 CODES: Mapping[str, CodeInfo] = {info.code: info for info in _CODES}

@@ -84,5 +84,6 @@ def test_the_installer_environment_cannot_redirect_the_install() -> None:
         "PIP_INDEX_URL": "https://example.invalid/simple",
         "PIP_NO_INPUT": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
+        "LIBDOCTOR_GUARD": "off",
         "TMPDIR": "/tmp/x",
     }

@@ -19,6 +19,7 @@ import pytest
 
 from support.repairs import (
     Cli,
+    check_errors,
     diff_states,
     fault_injector,
     process_gone,
@@ -27,32 +28,26 @@ from support.repairs import (
 )
 from support.seed import LIB_REL, SeedWheels, build_seed_wheels, import_version
 from support.venvs import (
+    WITH_UV,
     Venv,
     VenvFactory,
     clone_venv,
     diff_snapshots,
+    installed_names,
     pip_install,
     pip_uninstall,
     snapshot,
     strace_path,
     uv_install,
-    uv_path,
 )
 from support.wheels import WheelFactory, record_line
 
 Doc = dict[str, Any]
-# uv on PATH: libdoctor runs `uv` for what uv installed (never a python from PATH).
-WITH_UV = {"PATH": f"{uv_path().parent}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
 @pytest.fixture(scope="module")
 def seed(module_wheels: WheelFactory) -> SeedWheels:
     return build_seed_wheels(module_wheels)
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Cli:
-    return Cli(tmp_path / "cache-home")
 
 
 class States:
@@ -89,16 +84,6 @@ def offline(seed: SeedWheels) -> list[str]:
     return ["--no-index", "--find-links", str(seed.find_links)]
 
 
-def errors(cli: Cli, venv: Venv) -> list[Doc]:
-    run = cli("check", venv.path, "--json")
-    assert run.rc in (0, 1), run.describe()
-    return [f for f in run.json()["findings"] if f["severity"] == "error"]
-
-
-def installed(venv: Venv) -> set[str]:
-    return {p.name.split("-")[0] for p in venv.site_packages.glob("*.dist-info")}
-
-
 def journals(cli: Cli) -> list[Doc]:
     return [json.loads(p.read_text()) for p in sorted(cli.backups.glob("*/journal.json"))]
 
@@ -128,8 +113,9 @@ def test_uninstall_repair_keeps_cudnn_a_and_the_extension_importable(
     doc = run.json()
     assert doc["run"]["ok"] is True and doc["run"]["after"]["errors"] == 0
     assert [r["argv"][3] for r in doc["run"]["results"]] == ["uninstall", "install"]
-    assert "cudnn_b" not in installed(venv) and "cudnn_a" in installed(venv)
-    assert errors(cli, venv) == []
+    names = installed_names(venv.site_packages)
+    assert "cudnn_b" not in names and "cudnn_a" in names
+    assert check_errors(cli, venv.path) == []
     assert (venv.site_packages / LIB_REL).is_file()
     assert import_version(venv.python) == (0, "91002"), "cudnn-a's own library is loaded"
     (journal,) = journals(cli)
@@ -151,7 +137,7 @@ def test_uninstall_force_breaks_on_purpose(states: States, cli: Cli) -> None:
     venv = states("seed")
     run = cli("uninstall", "cudnn-b", venv.path, "--force")
     assert run.rc == 1, run.describe()  # done, and it broke what the plan said
-    assert {f["code"] for f in errors(cli, venv)} == PHANTOM_ERRORS
+    assert {f["code"] for f in check_errors(cli, venv.path)} == PHANTOM_ERRORS
 
 
 # =============================================================================== fix
@@ -166,7 +152,7 @@ def test_fix_yes_on_the_phantom_restores_a_clean_check_and_the_import(
 ) -> None:
     venv = states("phantom")
     assert import_version(venv.python)[0] != 0
-    assert {f["code"] for f in errors(cli, venv)} == PHANTOM_ERRORS
+    assert {f["code"] for f in check_errors(cli, venv.path)} == PHANTOM_ERRORS
     run = cli("fix", venv.path, "--yes", *offline(seed), "--json")
     assert run.rc == 0, run.describe()
     fix = run.json()["fix"]

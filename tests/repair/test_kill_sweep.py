@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from support.repairs import Cli, diff_states, fault_injector, tree_state
-from support.venvs import VenvFactory, pip_install, uv_install, uv_path
+from support.venvs import WITH_UV, VenvFactory, pip_install, uv_install
 from support.wheels import WheelFactory
 
 pytestmark = pytest.mark.slow
@@ -26,7 +26,6 @@ pytestmark = pytest.mark.slow
 FILES = {f"ldtkill/m{i:02d}.py": f"X = {i}\n".encode() for i in range(40)}
 FILES["ldtkill/__init__.py"] = b""
 FILES["ldtkill/lib.so"] = os.urandom(1 << 20)
-WITH_UV = {"PATH": f"{uv_path().parent}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 # (moment, LIBDOCTOR_KILL_AT, injector mode or None)
 PIP_MOMENTS = [

@@ -47,11 +47,6 @@ with open(manifest, "w") as handle:
 """
 
 
-@pytest.fixture
-def cli(tmp_path: Path) -> Cli:
-    return Cli(tmp_path / "cache-home")
-
-
 def damaged(new_venv: VenvFactory, make_wheel: WheelFactory, name: str) -> tuple[Venv, Path]:
     """A venv whose ldt-own lost a file (fix reinstalls it), and the find-links dir."""
     venv = new_venv(name)

@@ -32,11 +32,6 @@ Doc = dict[str, Any]
 PYDIR = f"python{sys.version_info[0]}.{sys.version_info[1]}"
 
 
-@pytest.fixture
-def cli(tmp_path: Path) -> Cli:
-    return Cli(tmp_path / "cache-home")
-
-
 def journals(cli: Cli) -> list[Doc]:
     return [json.loads(p.read_text()) for p in sorted(cli.backups.glob("*/journal.json"))]
 

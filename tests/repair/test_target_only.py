@@ -36,11 +36,6 @@ Doc = dict[str, Any]
 DEV_SITE = Path(sysconfig.get_paths()["purelib"])
 
 
-@pytest.fixture
-def cli(tmp_path: Path) -> Cli:
-    return Cli(tmp_path / "cache-home")
-
-
 class Bystanders:
     """The environments a run must not touch, and the variables that point at them."""
 

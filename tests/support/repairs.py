@@ -9,6 +9,7 @@
   in ``installer.pid`` beside the script: ``wait_for_installer``), right after pip wrote its
   first file (pip has already moved the old files away at that point).
 - ``Cli.start``: the same command as a running process, for tests that signal it.
+- ``check_errors``: the error findings of ``check --json`` on a target.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from support.venvs import SRC_DIR, LibdoctorRun, libdoctor_env, pip_env
 
 __all__ = [
     "Cli",
+    "check_errors",
     "diff_states",
     "fault_injector",
     "process_gone",
@@ -35,7 +37,7 @@ __all__ = [
     "wait_for_installer",
 ]
 
-COMMANDS = ("plan", "fix", "uninstall", "restore")
+COMMANDS = ("plan", "fix", "uninstall", "install", "guard", "restore")
 _BOOT = (
     "import sys, libdoctor.cli.main as c; "
     f"c.COMMANDS = tuple(dict.fromkeys((*c.COMMANDS, *{COMMANDS!r}))); "
@@ -99,6 +101,13 @@ class Cli:
 
 def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def check_errors(cli: Cli, target: Path) -> list[dict[str, Any]]:
+    """The error-level findings of ``libdoctor check TARGET --json`` (which must run)."""
+    run = cli("check", target, "--json")
+    assert run.rc in (0, 1), run.describe()
+    return [f for f in run.json()["findings"] if f["severity"] == "error"]
 
 
 def tree_state(root: Path, *, hashed: bool = True) -> dict[str, tuple[Any, ...]]:

@@ -26,6 +26,7 @@ from support.wheels import record_line
 __all__ = [
     "REPO_ROOT",
     "SRC_DIR",
+    "WITH_UV",
     "Libdoctor",
     "LibdoctorRun",
     "Venv",
@@ -33,6 +34,7 @@ __all__ = [
     "clone_venv",
     "create_template_venv",
     "diff_snapshots",
+    "installed_names",
     "libdoctor_env",
     "pip_env",
     "pip_install",
@@ -234,6 +236,15 @@ def pip_uninstall(venv: Venv, *names: str) -> str:
 def uv_path() -> Path:
     """The real uv of the dev extra, beside the interpreter running the tests."""
     return Path(sys.executable).parent / "uv"
+
+
+# uv on PATH: libdoctor runs `uv` for what uv installed (never a python from PATH).
+WITH_UV = {"PATH": f"{uv_path().parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def installed_names(site: Path) -> set[str]:
+    """The distributions in SITE, by the names of their dist-info directories."""
+    return {p.name.split("-")[0] for p in site.glob("*.dist-info")}
 
 
 def uv_install(python: Path, *wheels: Path, cache: Path, target: Path | None = None) -> str:

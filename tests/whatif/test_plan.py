@@ -691,3 +691,29 @@ def test_plan_uninstall_of_what_an_extra_in_use_needs_breaks_and_names_it(
     assert broken["code"] == "requirement-missing"
     assert broken["distribution"]["name"] == "jaxish"
     assert "through its extra cuda" in broken["message"]
+
+
+def test_an_overwrite_is_identical_when_the_disk_already_holds_the_incoming_bytes(
+    new_venv: VenvFactory, make_wheel: WheelFactory, cli: Cli
+) -> None:
+    """owner-a's RECORD says A, but the file on disk holds incoming-c's bytes (as after an
+    earlier install of it): writing them again changes no byte. Same size, other bytes: not."""
+    rel = "shared/lib/libsame.so.1"
+    owner = make_wheel("owner-a", "1.0", {rel: b"A" * 4000})
+    incoming = make_wheel("incoming-c", "1.0", {rel: b"C" * 4000})
+    venv = new_venv("disk-identical")
+    pip_install(venv, owner)
+    lib = venv.site_packages / rel
+
+    def overwrite() -> Doc:
+        run = cli("plan", "install", incoming, venv.path, "--json")
+        found: Doc = {o["path"]: o for o in run.json()["plan"]["overwrites"]}[str(lib)]
+        assert found["owners"] == [{"name": "owner-a", "version": "1.0"}]
+        return found
+
+    assert overwrite()["identical"] is False
+    lib.write_bytes(b"C" * 4000)
+    assert overwrite()["identical"] is True
+    text = cli("plan", "install", incoming, venv.path).stdout
+    assert "Overwrites no file of another distribution with other bytes" in text, text
+    assert "and 1 file with identical bytes" in text, text

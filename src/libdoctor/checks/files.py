@@ -47,7 +47,9 @@ def hash_jobs(env: Environment, disk: Disk) -> list[HashJob]:
     jobs: list[HashJob] = []
     seen: set[tuple[str, str]] = set()
     new = tuple.__new__  # HashJob(...) without the Python-level __new__ frame: 16k calls
-    for path, claims in env.claims.items():
+    stand_ins = env.stand_ins
+    for claimed, claims in env.claims.items():
+        path = stand_ins.get(claimed, claimed) if stand_ins else claimed
         for claim in claims:
             digest = claim.entry.hash
             if digest is None:
@@ -277,6 +279,7 @@ def _missing_and_altered(
     stat = disk.stat
     pycache = f"{os.sep}__pycache__{os.sep}"  # is_bytecode(), inlined: 22k calls
     differing = digests.differing if isinstance(digests, RecordDigests) else None
+    stand_ins = env.stand_ins  # the guard's wrappers: their originals are judged instead
     for dist in env.distributions:
         claims = env.claims_of(dist)
         missing: list[str] = []
@@ -284,6 +287,8 @@ def _missing_and_altered(
         altered: list[tuple[Claim, Verdict]] = []
         for claim in claims:
             path = claim.path
+            if stand_ins and path in stand_ins:
+                path = stand_ins[path]
             if path.endswith(".pyc") and pycache in path:
                 continue  # bytecode: pip may never have written it; RECORD gives no size/hash
             state = stat(path)

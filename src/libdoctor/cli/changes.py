@@ -1,9 +1,11 @@
-"""What the commands that change the target share (fix, uninstall, restore; plan predicts).
+"""What the commands that change the target share (fix, uninstall, install, restore; plan
+predicts).
 
 They pass the same index options through to the target's installer, keep backups and
 downloads under one cache directory, ask before writing, and run their steps the same way:
-a backup before each step, a rollback on failure, then every check again. Keeping that here
-keeps each command module a plain parse, call, render, exit.
+a backup before each step, a rollback on failure, then every check again. The guarded two,
+``uninstall`` and ``install``, also share their options and their flow: plan, refuse or show,
+run, report. Keeping that here keeps each command module a plain parse, call, render, exit.
 """
 
 from __future__ import annotations
@@ -43,6 +45,21 @@ def add_installer_options(parser: argparse.ArgumentParser, *, hooks: bool = True
     if hooks:
         # Test hook: a command prefix put before every installer command (fault injection).
         parser.add_argument("--installer-cmd", help=argparse.SUPPRESS)
+
+
+def add_guarded_options(parser: argparse.ArgumentParser, *, verb: str, repair_help: str) -> None:
+    """What the guarded ``uninstall`` and ``install`` take besides their items: the target,
+    the output, and what to do when the plan shows the change breaks something."""
+    common.add_target_options(parser, positional=False)
+    common.add_output_options(parser)
+    common.add_library_option(parser)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--repair", action="store_true", help=repair_help)
+    mode.add_argument("--force", action="store_true", help=f"{verb} even if it breaks things")
+    parser.add_argument("--dry-run", action="store_true", help="show the plan, run nothing")
+    parser.add_argument(
+        "-y", "--yes", action="store_true", help="accepted for pip's sake: nothing is asked"
+    )
 
 
 def installer_options(args: argparse.Namespace) -> InstallerOptions:
@@ -129,6 +146,66 @@ def write_plan(args: argparse.Namespace, plan: Plan) -> None:
         common.write(plan_json(plan, target_dict(plan.target)))
     else:
         common.write(plan_text(plan, verbose=args.verbose, color=common.use_color(args)))
+
+
+def guarded_command(
+    args: argparse.Namespace, verb: str, items: Sequence[str], target: Target
+) -> str:
+    """The command line a guarded change's backup journal names: what the user would retype."""
+    mode = ["--repair"] if args.repair else ["--force"] if args.force else []
+    where = [target.prefix, *python_option(target)]
+    return shlex.join(["libdoctor", verb, *items, *where, *mode])
+
+
+def answer_without_running(
+    args: argparse.Namespace, plan: Plan, refusal: str | None, *, idle: bool = False
+) -> int | None:
+    """The exit code of a guarded change that does not run, its plan shown: refused (1), a
+    dry run or IDLE, nothing to do (0). None when it is to run."""
+    if refusal is None and not args.dry_run and not idle:
+        return None
+    write_plan(args, plan)
+    if refusal is not None:
+        say(refusal)
+        return common.EXIT_FINDINGS
+    return common.EXIT_OK
+
+
+def run_guarded(
+    args: argparse.Namespace,
+    target: Target,
+    plan: Plan,
+    steps: Sequence[Step],
+    libs: LoaderContext | None,
+    command: str,
+) -> int:
+    """Run a guarded change's STEPS (``execute``) and report them with the plan: exit 2 when
+    it was rolled back, 1 when it left an error the plan's "before" did not have, else 0."""
+    from libdoctor.findings import Severity
+    from libdoctor.whatif.plan import diff_findings
+
+    if not args.json:
+        write_plan(args, plan)
+    result, after = execute(args, target, steps, libs, command)
+    _write_result(args, plan, result, after)
+    if not result.ok:
+        return common.EXIT_ERROR
+    new = diff_findings(plan.before, after or ()).new
+    return (
+        common.EXIT_FINDINGS if any(f.severity >= Severity.ERROR for f in new) else common.EXIT_OK
+    )
+
+
+def _write_result(
+    args: argparse.Namespace, plan: Plan, result: RunResult, after: list[Finding] | None
+) -> None:
+    from libdoctor.report.json import target_dict
+    from libdoctor.report.uninstall import uninstall_json, uninstall_text
+
+    if args.json:
+        common.write(uninstall_json(plan, target_dict(plan.target), result, after))
+    else:
+        common.write(uninstall_text(plan, result, after, color=common.use_color(args)))
 
 
 def execute(

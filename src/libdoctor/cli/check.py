@@ -22,13 +22,7 @@ def register(sub: Any) -> None:
     common.add_target_options(check)
     common.add_output_options(check)
     common.add_filter_options(check)
-    check.add_argument("--deep", action="store_true", help="also compare file hashes (parallel)")
-    check.add_argument(
-        "--cache-dir", metavar="DIR", help="hash cache location (default: user cache dir)"
-    )
-    check.add_argument(
-        "--no-cache", action="store_true", help="neither read nor write the hash cache"
-    )
+    common.add_deep_options(check, deep_help="also compare file hashes (parallel)")
     check.add_argument("--workers", type=int, metavar="N", help="hashing threads (default: cores)")
     check.add_argument(
         "--no-libraries", action="store_true", help="skip the native library (loader) checks"
@@ -84,14 +78,9 @@ def run(args: argparse.Namespace) -> int:
     from libdoctor.report.json import target_dict
 
     target = common.discover_target(args)
-    cache_dir = None
-    if args.deep and not args.no_cache:  # only --deep hashes, so only it reads the cache
-        from libdoctor.disk.hashing import default_cache_dir
-
-        cache_dir = args.cache_dir or default_cache_dir()
     options = CheckOptions(
         deep=args.deep,
-        cache_dir=cache_dir,
+        cache_dir=common.hash_cache_dir(args),
         workers=args.workers,
         libraries=None
         if args.no_libraries

@@ -74,6 +74,26 @@ def add_filter_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true", help="also show codes hidden by default")
 
 
+def add_deep_options(parser: argparse.ArgumentParser, *, deep_help: str) -> None:
+    """``--deep`` and its hash cache (``hash_cache_dir``)."""
+    parser.add_argument("--deep", action="store_true", help=deep_help)
+    parser.add_argument(
+        "--cache-dir", metavar="DIR", help="hash cache location (default: user cache dir)"
+    )
+    parser.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the hash cache"
+    )
+
+
+def hash_cache_dir(args: argparse.Namespace) -> str | None:
+    """The hash cache's directory, or None: only --deep hashes, so only it reads the cache."""
+    if not args.deep or args.no_cache:
+        return None
+    from libdoctor.disk.hashing import default_cache_dir
+
+    return str(args.cache_dir or default_cache_dir())
+
+
 def add_library_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-libraries", action="store_true", help="skip the native library (loader) checks"

@@ -27,8 +27,11 @@ COMMANDS = (
     "plan",
     "fix",
     "uninstall",
+    "install",
+    "guard",
     "restore",
     "backups",
+    "verify",
 )
 
 

@@ -9,9 +9,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from libdoctor.cli import changes, common
+
+if TYPE_CHECKING:
+    from libdoctor.environment.target import Target
+    from libdoctor.loader.extensions import LoaderContext
+    from libdoctor.whatif.request import InstallRequest, PlannedInstall
 
 
 def register(sub: Any) -> None:
@@ -35,14 +41,17 @@ def register(sub: Any) -> None:
         help="what `pip install WHEEL|REQ...` would overwrite and break",
         description="What `pip install` of wheel files or requirements would overwrite and "
         "break. Requirements are resolved by the target's own pip (--dry-run --report) and "
-        "their wheels downloaded into the user cache. TARGET, if given, is the last argument.",
+        "their wheels' file lists read by HTTP range requests (the central directory, METADATA "
+        "and RECORD, never the whole wheel), kept in the user cache. TARGET, if given, is the "
+        "last argument.",
     )
-    install.add_argument("items", nargs="+", metavar="WHEEL|REQ... [TARGET]")
+    install.add_argument("items", nargs="*", metavar="WHEEL|REQ... [TARGET]")
     for parser in (uninstall, install):
         common.add_target_options(parser, positional=False)
         common.add_output_options(parser)
         common.add_library_option(parser)
     changes.add_installer_options(install, hooks=False)
+    add_request_options(install)
     uninstall.set_defaults(func=run_uninstall)
     install.set_defaults(func=run_install)
 
@@ -59,34 +68,73 @@ def run_uninstall(args: argparse.Namespace) -> int:
 
 
 def run_install(args: argparse.Namespace) -> int:
-    from dataclasses import replace
+    request, target = request_and_target(args)
+    planned = resolve_request(args, request, target, common.libraries(args))
+    changes.write_plan(args, planned.plan)
+    return common.EXIT_OK if planned.plan.verdict == "safe" else common.EXIT_FINDINGS
 
-    from libdoctor.disk.stat import RealDisk
-    from libdoctor.environment.model import build_environment
-    from libdoctor.environment.wheel import read_wheel
-    from libdoctor.whatif.plan import plan_install
-    from libdoctor.whatif.resolve import resolve_requirements
 
-    items, target = common.items_and_target(args, wheels=True)
-    wheel_paths = [i for i in items if i.endswith(".whl") and os.path.isfile(i)]
-    requirements = [i for i in items if i not in wheel_paths]
-    notes: list[str] = []
-    unknown: tuple[str, ...] = ()
-    if requirements:
-        resolved = resolve_requirements(
-            target,
-            requirements,
-            options=changes.installer_options(args),
-            cache_dir=changes.cache_dir(args),
-            environ=os.environ,
-            echo=sys.stderr.isatty() and not args.json,
-            notify=changes.say,
-        )
-        wheel_paths += resolved.wheels
-        notes += resolved.notes
-        unknown = resolved.unknown
-    wheels = [read_wheel(os.path.abspath(p)) for p in wheel_paths]
-    plan = plan_install(build_environment(target), RealDisk(), wheels, common.libraries(args))
-    plan = replace(plan, notes=(*notes, *plan.notes), unknown=unknown)
-    changes.write_plan(args, plan)
-    return common.EXIT_OK if plan.verdict == "safe" else common.EXIT_FINDINGS
+def resolve_request(
+    args: argparse.Namespace,
+    request: InstallRequest,
+    target: Target,
+    libraries: LoaderContext | None,
+) -> PlannedInstall:
+    """REQUEST planned on TARGET with the command's installer options and cache: what
+    ``plan install`` shows and ``install`` runs."""
+    from libdoctor.whatif.request import plan_request
+
+    return plan_request(
+        target,
+        request,
+        options=changes.installer_options(args),
+        cache_dir=changes.cache_dir(args),
+        environ=os.environ,
+        libraries=libraries,
+        echo=sys.stderr.isatty() and not args.json,
+        notify=changes.say,
+    )
+
+
+def add_request_options(parser: argparse.ArgumentParser) -> None:
+    """pip's ``-r`` and ``-c``: passed to the resolve and to the install as they are."""
+    parser.add_argument(
+        "-r", "--requirement", action="append", default=[], metavar="FILE", help="as pip's"
+    )
+    parser.add_argument(
+        "-c", "--constraint", action="append", default=[], metavar="FILE", help="as pip's"
+    )
+
+
+def request_and_target(args: argparse.Namespace) -> tuple[InstallRequest, Target]:
+    """WHEEL|REQ... [TARGET] with -r/-c: with -r, a lone directory (or path) is the target."""
+    from libdoctor.errors import LibdoctorError
+
+    items = list(args.items)
+    if args.requirement and len(items) == 1 and common.split_target(["x", *items], wheels=True)[1]:
+        args.target, items = items[0], []
+        target = common.discover_target(args)
+    else:
+        items, target = common.items_and_target(args, wheels=True)
+    if not items and not args.requirement:
+        raise LibdoctorError("nothing to install: name a requirement, a wheel file or -r FILE")
+    return install_request(items, args.requirement, args.constraint), target
+
+
+def install_request(
+    items: Sequence[str],
+    requirement_files: Sequence[str] = (),
+    constraint_files: Sequence[str] = (),
+) -> InstallRequest:
+    """ITEMS split into wheel files (read as they are) and requirements (for pip to resolve),
+    with ``-r`` and ``-c`` files made absolute (the installer runs elsewhere)."""
+    from libdoctor.whatif.request import InstallRequest
+
+    wheels = [i for i in items if i.endswith(".whl") and os.path.isfile(i)]
+    files = [("-r", os.path.abspath(f)) for f in requirement_files]
+    files += [("-c", os.path.abspath(f)) for f in constraint_files]
+    return InstallRequest(
+        wheels=tuple(wheels),
+        requirements=tuple(i for i in items if i not in wheels),
+        pip_args=tuple(a for pair in files for a in pair),
+    )

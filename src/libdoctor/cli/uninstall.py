@@ -16,15 +16,9 @@ rolled back.
 from __future__ import annotations
 
 import argparse
-import shlex
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from libdoctor.cli import changes, common
-
-if TYPE_CHECKING:
-    from libdoctor.findings import Finding
-    from libdoctor.repair.run import RunResult
-    from libdoctor.whatif.plan import Plan
 
 
 def register(sub: Any) -> None:
@@ -37,17 +31,11 @@ def register(sub: Any) -> None:
         "argument. Backed up and rolled back on failure.",
     )
     uninstall.add_argument("items", nargs="+", metavar="NAME... [TARGET]")
-    common.add_target_options(uninstall, positional=False)
-    common.add_output_options(uninstall)
-    common.add_library_option(uninstall)
-    mode = uninstall.add_mutually_exclusive_group()
-    mode.add_argument(
-        "--repair",
-        action="store_true",
-        help="then reinstall the co-owners whose files the uninstall deletes",
+    changes.add_guarded_options(
+        uninstall,
+        verb="uninstall",
+        repair_help="then reinstall the co-owners whose files the uninstall deletes",
     )
-    mode.add_argument("--force", action="store_true", help="uninstall even if it breaks things")
-    uninstall.add_argument("--dry-run", action="store_true", help="show the plan, run nothing")
     changes.add_installer_options(uninstall)
     uninstall.set_defaults(func=run)
 
@@ -55,44 +43,17 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from libdoctor.disk.stat import RealDisk
     from libdoctor.environment.model import build_environment
-    from libdoctor.findings import Severity
-    from libdoctor.whatif.plan import diff_findings, guard_refusal, plan_uninstall
+    from libdoctor.whatif.plan import guard_refusal, plan_uninstall
 
     names, target = common.items_and_target(args)
     changes.refuse_unwritable(target)
     libs = common.libraries(args)
     plan = plan_uninstall(build_environment(target), RealDisk(), names, libs)
-    changes.refuse_unrunnable(target, plan.steps_to_run(repair=args.repair))
-    refusal = guard_refusal(plan, repair=args.repair, force=args.force)
-    if refusal is not None or args.dry_run:
-        changes.write_plan(args, plan)
-        if refusal is not None:
-            changes.say(refusal)
-            return common.EXIT_FINDINGS
-        return common.EXIT_OK
-    if not args.json:
-        changes.write_plan(args, plan)
     steps = plan.steps_to_run(repair=args.repair)
-    mode = ["--repair"] if args.repair else ["--force"] if args.force else []
-    where = [target.prefix, *changes.python_option(target)]
-    command = shlex.join(["libdoctor", "uninstall", *names, *where, *mode])
-    result, after = changes.execute(args, target, steps, libs, command)
-    _write(args, plan, result, after)
-    if not result.ok:
-        return common.EXIT_ERROR
-    new = diff_findings(plan.before, after or ()).new
-    return (
-        common.EXIT_FINDINGS if any(f.severity >= Severity.ERROR for f in new) else common.EXIT_OK
-    )
-
-
-def _write(
-    args: argparse.Namespace, plan: Plan, result: RunResult, after: list[Finding] | None
-) -> None:
-    from libdoctor.report.json import target_dict
-    from libdoctor.report.uninstall import uninstall_json, uninstall_text
-
-    if args.json:
-        common.write(uninstall_json(plan, target_dict(plan.target), result, after))
-    else:
-        common.write(uninstall_text(plan, result, after, color=common.use_color(args)))
+    changes.refuse_unrunnable(target, steps)
+    refusal = guard_refusal(plan, repair=args.repair, force=args.force)
+    done = changes.answer_without_running(args, plan, refusal)
+    if done is not None:
+        return done
+    command = changes.guarded_command(args, "uninstall", names, target)
+    return changes.run_guarded(args, target, plan, steps, libs, command)

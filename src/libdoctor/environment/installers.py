@@ -163,6 +163,20 @@ def reinstall_argv(dist: Distribution, target: Target) -> tuple[str, ...]:
     return (python, "-m", "pip", "install", how, "--no-deps", requirement(dist))
 
 
+def install_argv(
+    target: Target, requirement: str, installer: str = "pip", *, reinstall: bool = False
+) -> tuple[str, ...]:
+    """Install REQUIREMENT (``name==1.0`` or a URL) into TARGET with its INSTALLER, no
+    dependencies; REINSTALL replaces an installed copy of the same version."""
+    python = target.python or missing_python(target)
+    into = ("--target", target.target_dir) if target.target_dir else ()
+    if installer == "uv":
+        again = ("--reinstall",) if reinstall else ()
+        return ("uv", "pip", "install", *into, *again, "--no-deps", "--python", python, requirement)
+    again = ("--upgrade",) if into else ("--force-reinstall",) if reinstall else ()
+    return (python, "-m", "pip", "install", *into, *again, "--no-deps", requirement)
+
+
 def uninstall_argv(dist: Distribution, target: Target) -> tuple[str, ...]:
     python = python_for(dist, target)
     installer = _installer(dist)
@@ -359,10 +373,42 @@ def installer_env(environ: Mapping[str, str], tmpdir: str | None = None) -> dict
     a non-interactive run, the installer's own imports write no bytecode into the target,
     scratch files go to TMPDIR."""
     env = {k: v for k, v in environ.items() if k not in _REDIRECTS}
-    env.update({"PIP_NO_INPUT": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    # LIBDOCTOR_GUARD: a `uv` found on PATH may be a guard wrapper; libdoctor's own runs
+    # were planned already and must not be planned (or refused) again.
+    env.update({"PIP_NO_INPUT": "1", "PYTHONDONTWRITEBYTECODE": "1", "LIBDOCTOR_GUARD": "off"})
     if tmpdir is not None:
         env["TMPDIR"] = tmpdir
     return env
+
+
+def has_own_pip(target: Target) -> bool:
+    return any(
+        glob.glob(os.path.join(glob.escape(site), "pip-*.dist-info"))
+        for site in target.site_packages
+    )
+
+
+def env_installer(target: Target, dists: Sequence[Distribution]) -> str:
+    """The installer that made TARGET: uv when most of its distributions say so, or when it
+    has no pip of its own (a uv-made venv); pip otherwise."""
+    installers = [_installer(d) for d in dists if d.installer and not d.site.inherited]
+    if installers and installers.count("uv") > len(installers) // 2:
+        return "uv"
+    return "pip" if has_own_pip(target) else "uv"
+
+
+def request_argv(target: Target, installer: str, items: Sequence[str]) -> tuple[str, ...]:
+    """``pip install ITEMS`` into TARGET by its own interpreter, or ``uv pip install --python``
+    it; ITEMS are requirements, wheel files and ``-r``/``-c`` files, as the user gave them."""
+    python = target_python(target)
+    if target.target_dir:
+        raise LibdoctorError(
+            f"{target.target_dir} is a folder made with `pip install --target`: libdoctor "
+            "install does not install into one yet"
+        )
+    if installer == "uv":
+        return ("uv", "pip", "install", "--python", python, *items)
+    return (python, "-m", "pip", "install", *items)
 
 
 def pip_command(target: Target) -> tuple[str, ...]:
@@ -370,10 +416,7 @@ def pip_command(target: Target) -> tuple[str, ...]:
     ``--python`` (pip >= 22.3; a uv-made env has no pip of its own). A one-line error when
     neither exists, never a pip from PATH."""
     python = target_python(target)
-    if any(
-        glob.glob(os.path.join(glob.escape(site), "pip-*.dist-info"))
-        for site in target.site_packages
-    ):
+    if has_own_pip(target):
         return (python, "-m", "pip")
     import importlib.util
     import sys

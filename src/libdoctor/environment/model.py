@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from libdoctor.environment.distributions import Distribution, scan_target
@@ -44,12 +44,40 @@ class Environment:
     claims: Mapping[str, tuple[Claim, ...]]  # path -> claims, in distribution scan order
     escaping: tuple[EscapingPath, ...]
     by_dist: Mapping[str, tuple[Claim, ...]]  # metadata_dir -> that distribution's claims
+    # a script libdoctor's guard wrapped -> the original it keeps: judged in its stead
+    stand_ins: Mapping[str, str] = field(default_factory=dict)
 
     def claims_of(self, dist: Distribution) -> tuple[Claim, ...]:
         return self.by_dist.get(dist.metadata_dir, ())
 
     def owners(self, path: str) -> tuple[Distribution, ...]:
         return tuple(c.dist for c in self.claims.get(path, ()))
+
+
+GUARD_DIR = ".libdoctor-guard"  # where `libdoctor guard install` keeps a bin/ dir's originals
+GUARD_MARKER = b"# libdoctor guard wrapper"  # on the second line of each wrapper it writes
+
+
+def guard_stand_ins(prefixes: Iterable[str]) -> dict[str, str]:
+    """``bin/pip`` -> ``bin/.libdoctor-guard/pip`` for each script the guard wrapped (and
+    that is still its wrapper: a pip that rewrote its script is judged as it is). One
+    ``stat`` per prefix when nothing is guarded."""
+    out: dict[str, str] = {}
+    for prefix in prefixes:
+        bin_dir = os.path.join(prefix, "bin")
+        guard = os.path.join(bin_dir, GUARD_DIR)
+        if not os.path.isdir(guard):
+            continue
+        for name in os.listdir(guard):
+            wrapper = os.path.join(bin_dir, name)
+            try:
+                with open(wrapper, "rb") as handle:
+                    head = handle.read(512)
+            except OSError:
+                continue
+            if GUARD_MARKER in head and os.path.lexists(os.path.join(guard, name)):
+                out[wrapper] = os.path.join(guard, name)
+    return out
 
 
 def is_inside(path: str, root: str) -> bool:
@@ -217,4 +245,5 @@ def build_environment(
         claims=claims,
         escaping=tuple(escaping),
         by_dist=by_dist,
+        stand_ins=guard_stand_ins({d.site.prefix for d in dists}),
     )

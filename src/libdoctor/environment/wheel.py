@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import zipfile
+import zlib
 from dataclasses import dataclass
 
 from libdoctor.environment.distributions import Distribution, canonicalize_name, parse_metadata
@@ -18,20 +19,30 @@ from libdoctor.environment.record import RecordEntry, parse_record
 from libdoctor.environment.target import SiteDir, Target
 from libdoctor.errors import LibdoctorError
 
-__all__ = ["WheelFile", "read_wheel", "wheel_distribution"]
+__all__ = [
+    "WheelFile",
+    "dist_info_members",
+    "read_wheel",
+    "wheel_distribution",
+    "wheel_from_archive",
+]
+
+# What zipfile raises for a damaged member (a bad CRC, a truncated stream, an odd method).
+_DAMAGED = (OSError, zipfile.BadZipFile, KeyError, EOFError, zlib.error, NotImplementedError)
 
 
 @dataclass(frozen=True, slots=True)
 class WheelFile:
     """A wheel's identity and file list, read from the zip (never extracted)."""
 
-    path: str
+    path: str  # the file, or the URL it was read from
     name: str
     version: str
     key: str
     requires_dist: tuple[str, ...]
     dist_info: str  # "<name>-<version>.dist-info" as spelled in the archive
     members: tuple[RecordEntry, ...]  # archive name, RECORD hash, size in the archive
+    crc32: tuple[int, ...] = ()  # each member's CRC-32 from the central directory, in order
 
     @property
     def display(self) -> str:
@@ -41,36 +52,57 @@ class WheelFile:
 def read_wheel(path: str) -> WheelFile:
     try:
         with zipfile.ZipFile(path) as archive:
-            infos = [i for i in archive.infolist() if not i.is_dir()]
-            names = {i.filename for i in infos}
-            dist_infos = sorted(
-                {n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")}
-            )
-            if len(dist_infos) != 1:
-                raise LibdoctorError(f"{path} is not a wheel: {len(dist_infos)} .dist-info dirs")
-            info_dir = dist_infos[0]
-            meta = parse_metadata(archive.read(f"{info_dir}/METADATA"))
-            record = (
-                parse_record(archive.read(f"{info_dir}/RECORD"))
-                if f"{info_dir}/RECORD" in names
-                else None
-            )
-    except (OSError, zipfile.BadZipFile, KeyError) as exc:
+            return wheel_from_archive(archive, path)
+    except (OSError, zipfile.BadZipFile) as exc:
         raise LibdoctorError(f"cannot read wheel {path}: {exc}") from None
+
+
+def dist_info_members(archive: zipfile.ZipFile, where: str) -> tuple[str, list[zipfile.ZipInfo]]:
+    """The archive's one ``.dist-info`` directory and its METADATA and RECORD entries (the
+    members a reader must fetch), from the central directory alone."""
+    infos = [i for i in archive.infolist() if not i.is_dir()]
+    dist_infos = sorted(
+        {top for top in (i.filename.split("/", 1)[0] for i in infos) if top.endswith(".dist-info")}
+    )
+    if len(dist_infos) != 1:
+        raise LibdoctorError(f"{where} is not a wheel: {len(dist_infos)} .dist-info dirs")
+    info_dir = dist_infos[0]
+    wanted = {f"{info_dir}/METADATA", f"{info_dir}/RECORD"}
+    return info_dir, [i for i in infos if i.filename in wanted]
+
+
+def wheel_from_archive(archive: zipfile.ZipFile, where: str) -> WheelFile:
+    """The wheel in an open ARCHIVE (a local file or any seekable reader), named WHERE.
+
+    Reads the central directory and two members, METADATA and RECORD; a damaged archive is
+    a one-line ``LibdoctorError``."""
+    info_dir, _ = dist_info_members(archive, where)
+    infos = [i for i in archive.infolist() if not i.is_dir()]
+    names = {i.filename for i in infos}
+    try:
+        meta = parse_metadata(archive.read(f"{info_dir}/METADATA"))
+        record = (
+            parse_record(archive.read(f"{info_dir}/RECORD"))
+            if f"{info_dir}/RECORD" in names
+            else None
+        )
+    except _DAMAGED as exc:
+        raise LibdoctorError(f"cannot read wheel {where}: {exc}") from None
     if record is None:
-        raise LibdoctorError(f"{path} is not a wheel: no {info_dir}/RECORD")
+        raise LibdoctorError(f"{where} is not a wheel: no {info_dir}/RECORD")
     hashes = {e.path: e.hash for e in record.entries}
     members = tuple(RecordEntry(i.filename, hashes.get(i.filename), i.file_size) for i in infos)
     if not meta.name or not meta.version:
-        raise LibdoctorError(f"{path} is not a wheel: METADATA has no Name or Version")
+        raise LibdoctorError(f"{where} is not a wheel: METADATA has no Name or Version")
     return WheelFile(
-        path=path,
+        path=where,
         name=meta.name,
         version=meta.version,
         key=canonicalize_name(meta.name),
         requires_dist=meta.requires_dist,
         dist_info=info_dir,
         members=members,
+        crc32=tuple(i.CRC for i in infos),
     )
 
 

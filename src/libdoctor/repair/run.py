@@ -106,6 +106,7 @@ def touched_paths(step: Step, env: Environment, disk: Disk) -> tuple[str, ...]:
                 paths += removal_set(old, env, disk).files
         _, files = wheel_distribution(wheel, env.target)
         paths += [p for p in files if disk.stat(p).exists]
+    paths += [p for p in step.writes if disk.stat(p).exists]
     prefix = env.target.prefix
     return tuple(dict.fromkeys(p for p in paths if is_inside(p, prefix)))
 

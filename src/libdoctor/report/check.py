@@ -16,6 +16,7 @@ from libdoctor.environment.paths import display
 
 if TYPE_CHECKING:
     from libdoctor.analysis.run import Report
+    from libdoctor.environment.target import Target
     from libdoctor.findings import Finding
 
 
@@ -24,15 +25,24 @@ def summary(report: Report) -> dict[str, Any]:
 
 
 def header(report: Report) -> str:
-    target = report.target
-    text = f"libdoctor {__version__}: {display(target.prefix)} (chosen by {target.chosen_by})"
+    text = target_line(report.target)
     if report.hashing is not None:
-        h = report.hashing
-        text += (
-            f"\nhashed {h['files_hashed']:,} files ({h['bytes_hashed'] / 1e9:.2f} GB), "
-            f"{h['cache_hits']:,} from cache"
-        )
+        text += "\n" + hashing_line(report.hashing)
     return text
+
+
+def target_line(target: Target) -> str:
+    """Which environment was read, and how it was chosen."""
+    return f"libdoctor {__version__}: {display(target.prefix)} (chosen by {target.chosen_by})"
+
+
+def hashing_line(hashing: Mapping[str, int]) -> str:
+    """What ``--deep``'s hashing cost."""
+    h = hashing
+    return (
+        f"hashed {h['files_hashed']:,} files ({h['bytes_hashed'] / 1e9:.2f} GB), "
+        f"{h['cache_hits']:,} from cache"
+    )
 
 
 def render_text(report: Report, findings: Sequence[Finding], *, color: bool, verbose: bool) -> str:
@@ -49,11 +59,10 @@ def render_json(report: Report, findings: Sequence[Finding], target: Mapping[str
     from libdoctor.report import json as json_report
     from libdoctor.report.causes import causes_json
 
-    tool_extra = {"hashing": report.hashing} if report.hashing is not None else None
     return json_report.render(
         target=target,
         summary=summary(report),
         findings=findings,
-        tool_extra=tool_extra,
+        hashing=report.hashing,
         extra={"causes": causes_json(findings)},
     )

@@ -66,13 +66,17 @@ def render(
     target: Mapping[str, Any],
     summary: Mapping[str, Any],
     findings: Sequence[Finding],
-    tool_extra: Mapping[str, Any] | None = None,
+    hashing: Mapping[str, int] | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> str:
+    """The common report; with ``--deep``, what the HASHING cost goes under ``tool``."""
     counts = count_by_severity(findings)
+    tool: dict[str, Any] = {"name": "libdoctor", "version": __version__}
+    if hashing is not None:
+        tool["hashing"] = hashing
     document: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "libdoctor", "version": __version__, **(tool_extra or {})},
+        "tool": tool,
         "target": _clean(target),
         "summary": {
             **summary,

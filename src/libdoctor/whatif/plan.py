@@ -18,10 +18,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from libdoctor.analysis.run import run_checks
+from libdoctor.disk.hashing import hash_file
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, canonicalize_name
 from libdoctor.environment.installers import merge_reinstalls, reinstall_argv, uninstall_argv
 from libdoctor.environment.model import Environment
+from libdoctor.environment.record import RecordEntry, spell_hash
 from libdoctor.environment.target import Target
 from libdoctor.environment.wheel import WheelFile, wheel_distribution
 from libdoctor.errors import LibdoctorError
@@ -128,7 +130,8 @@ def diff_findings(before: Sequence[Finding], after: Sequence[Finding]) -> Findin
 class Step:
     """One installer command. ``dist`` names the distribution it acts on (by metadata dir),
     ``also`` the others a reinstall of several in one call acts on; ``wheel`` the wheel file
-    it installs. ``name`` and ``version`` are ``dist``'s."""
+    it installs; ``writes`` the paths an install writes over (backed up first). ``name`` and
+    ``version`` are ``dist``'s."""
 
     action: StepAction
     argv: tuple[str, ...]
@@ -138,6 +141,7 @@ class Step:
     wheel: str | None = None
     reason: str = ""
     also: tuple[Distribution, ...] = ()
+    writes: tuple[str, ...] = ()
 
     @property
     def installer(self) -> str:
@@ -469,7 +473,9 @@ def plan_install(
         for path, entry in files.items():
             claims = sim.env.claims.get(path, ())
             if claims:
-                identical = all(c.entry.hash == entry.hash for c in claims) and bool(entry.hash)
+                identical = bool(entry.hash) and (
+                    all(c.entry.hash == entry.hash for c in claims) or _holds(sim, path, entry)
+                )
                 owners = tuple({c.dist.metadata_dir: c.dist for c in claims}.values())
                 overwrites.append(Overwrite(path, wheel.display, owners, identical))
             elif _exists(sim.disk, path) and os.path.dirname(path) != dist.metadata_dir:
@@ -492,6 +498,25 @@ def plan_install(
         files=len(env.claims),
         before=tuple(before),
     )
+
+
+def _holds(sim: Simulation, path: str, entry: RecordEntry) -> bool:
+    """Whether PATH already holds the bytes ENTRY describes, as the simulated disk has it: a
+    file an earlier wheel of the plan writes by its RECORD hash, a file on disk by its digest.
+    Only a file of ENTRY's size is read (another size costs one stat), and only a claimed
+    path (the model has checked it does not leave the prefix through a symlink)."""
+    if not entry.hash or entry.size is None:
+        return False
+    algorithm = entry.hash.partition("=")[0]
+    if path in sim.written:
+        return sim.digests.get((path, algorithm)) == entry.hash
+    state = sim.disk.stat(path)
+    if not (state.exists and state.is_file and state.error is None and state.size == entry.size):
+        return False
+    try:
+        return spell_hash(algorithm, hash_file(path, algorithm)) == entry.hash
+    except (OSError, ValueError):
+        return False
 
 
 def _resolved_by_pip(

@@ -1,19 +1,20 @@
 """What ``pip install REQ...`` would install into a target, asked of the target's own pip
-(``pip install --dry-run --report -``), and the wheels it names fetched into the user cache
-(``pip download --no-deps``), so ``plan install`` can read them.
+(``pip install --dry-run --report -``), and the wheels it names read from their index by range
+requests (``environment.remote``): the central directory, METADATA and RECORD, never the body.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+import re
 import shlex
 import subprocess
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from libdoctor.environment.installers import (
     InstallerOptions,
@@ -21,8 +22,9 @@ from libdoctor.environment.installers import (
     installer_env,
     pip_command,
 )
-from libdoctor.environment.process import run_installer
+from libdoctor.environment.remote import RemoteRead, read_remote_wheel
 from libdoctor.environment.target import Target
+from libdoctor.environment.wheel import WheelFile, read_wheel
 from libdoctor.errors import LibdoctorError
 
 __all__ = ["ResolvedWheels", "resolve_requirements"]
@@ -30,9 +32,10 @@ __all__ = ["ResolvedWheels", "resolve_requirements"]
 
 @dataclass(frozen=True, slots=True)
 class ResolvedWheels:
-    wheels: tuple[str, ...]  # local wheel files, in the order pip would install them
+    wheels: tuple[WheelFile, ...]  # read from their index, in the order pip would install them
     notes: tuple[str, ...]  # what could not be predicted (sdists), or nothing to install
     unknown: tuple[str, ...] = ()  # "name version" of what pip would build from source
+    fetched: int = 0  # bytes that came over the network to read the wheels
 
 
 def resolve_requirements(
@@ -45,35 +48,22 @@ def resolve_requirements(
     echo: bool = False,
     notify: Notify | None = None,
 ) -> ResolvedWheels:
-    """The wheels ``pip install REQ...`` would install into TARGET, fetched into the cache.
+    """The wheels ``pip install REQ...`` would install into TARGET, read from their index.
 
     Resolved by the target's own pip against what is installed (no ``--ignore-installed``):
-    a requirement already satisfied installs nothing, exactly as pip would do.
+    a requirement already satisfied installs nothing, exactly as pip would do. A local wheel
+    (``file://``) is read from disk; a remote one by range requests, kept in CACHE_DIR by its
+    sha256. ECHO is accepted for callers; pip's resolution prints nothing worth showing.
     """
     say = notify or (lambda _text: None)
-    pip = pip_command(target)
-    argv = [*pip, "install", "--dry-run", "--quiet", "--report", "-"]
-    argv += [*options.args(), *requirements]
-    say(f"resolving {' '.join(requirements)} with {shlex.join(pip)}")
-    done = subprocess.run(
-        argv, env=installer_env(environ), stdin=subprocess.DEVNULL, capture_output=True, check=False
-    )
-    if done.returncode != 0:
-        lines = done.stderr.decode("utf-8", "replace").strip().splitlines() or ["no output"]
-        reason = next((line for line in lines if "ERROR" in line), lines[-1])
-        raise LibdoctorError(f"pip could not resolve {' '.join(requirements)}: {reason.strip()}")
-    try:
-        report = json.loads(done.stdout)
-        items = report["install"]
-    except (ValueError, KeyError, TypeError):
-        raise LibdoctorError(
-            "pip --dry-run --report gave no usable report (needs pip >= 22.2)"
-        ) from None
-    wheels: list[str] = []
+    items = _dry_run(target, requirements, options, environ, say)
+    wheels: list[WheelFile] = []
     notes: list[str] = []
     unknown: list[str] = []
+    fetched = 0
     if not items:
         notes.append(f"{' '.join(requirements)}: already satisfied, pip would install nothing")
+    credentials = _index_urls(options, environ)
     for item in items:
         meta = item.get("metadata", {})
         label = f"{meta.get('name', '?')} {meta.get('version', '?')}"
@@ -85,47 +75,116 @@ def resolve_requirements(
             notes.append(f"{label} would be built from {filename or url}: its files are unknown")
             unknown.append(label)
             continue
-        sha256 = (info.get("archive_info") or {}).get("hashes", {}).get("sha256")
         if parsed.scheme == "file":
-            wheels.append(urllib.request.url2pathname(parsed.path))
+            wheels.append(read_wheel(urllib.request.url2pathname(parsed.path)))
             continue
-        wheels.append(_fetch(pip, url, filename, sha256, options, cache_dir, environ, echo, say))
-    return ResolvedWheels(tuple(wheels), tuple(notes), tuple(unknown))
+        sha256 = (info.get("archive_info") or {}).get("hashes", {}).get("sha256")
+        read = read_remote_wheel(url, sha256=sha256, cache_dir=cache_dir, credentials=credentials)
+        say(_read_line(label, read))
+        fetched += read.fetched
+        wheels.append(read.wheel)
+    return ResolvedWheels(tuple(wheels), tuple(notes), tuple(unknown), fetched)
 
 
-def _fetch(
-    pip: Sequence[str],
-    url: str,
-    filename: str,
-    sha256: str | None,
+def _index_urls(options: InstallerOptions, environ: Mapping[str, str]) -> tuple[str, ...]:
+    """Where pip looks, as given to libdoctor or in pip's variables: the credentials a wheel
+    URL on the same host is read with (pip's report names files without them)."""
+    given = (options.index_url, *options.extra_index_urls, *options.find_links)
+    from_env = (environ.get("PIP_INDEX_URL", ""), *environ.get("PIP_EXTRA_INDEX_URL", "").split())
+    return tuple(u for u in (*given, *from_env) if u)
+
+
+def _dry_run(
+    target: Target,
+    requirements: Sequence[str],
     options: InstallerOptions,
-    cache_dir: str,
     environ: Mapping[str, str],
-    echo: bool,
     say: Notify,
-) -> str:
-    dest_dir = os.path.join(cache_dir, "wheels", hashlib.sha256(url.encode()).hexdigest()[:16])
-    dest = os.path.join(dest_dir, filename)
-    if os.path.isfile(dest) and (sha256 is None or _file_sha256(dest) == sha256):
-        say(f"{filename}: in the cache")
-        return dest
-    os.makedirs(dest_dir, exist_ok=True)
-    say(f"downloading {filename}")
-    quiet = () if echo else ("--quiet",)
-    argv = [*pip, "download", *quiet, "--no-deps", "--dest", dest_dir, *options.args(), url]
-    code, output = run_installer(argv, installer_env(environ), echo)
-    if code != 0 or not os.path.isfile(dest):
-        last = (output.strip().splitlines() or [f"exit {code}"])[-1]
-        raise LibdoctorError(f"pip download {filename} failed: {last}")
-    if sha256 is not None and _file_sha256(dest) != sha256:
-        os.unlink(dest)
-        raise LibdoctorError(f"{filename}: downloaded file does not match the index's sha256")
-    return dest
+) -> list[dict[str, Any]]:
+    """The ``install`` items of ``pip install --dry-run --report -``, run by the target's pip.
+
+    pip >= 23.3 is asked for ``fast-deps``: from an index without PEP 658 metadata it reads
+    each wheel's METADATA by range requests instead of downloading the wheel (it prefers the
+    index's metadata when there is some). An older pip downloads every wheel it resolves,
+    fast-deps or not: that is said, not changed.
+    """
+    pip = pip_command(target)
+    argv = [*pip, "install", "--dry-run", "--quiet", "--report", "-"]
+    argv += [*options.args(), *requirements]
+    say(f"resolving {' '.join(requirements)} with {shlex.join(pip)}")
+    version = _pip_version(target, pip)
+    if version is not None and _release(version) < _NO_DRY_RUN_DOWNLOAD:
+        say(
+            f"pip {version} downloads every wheel it resolves during --dry-run (pip >= 23.3 "
+            "reads only their metadata): upgrade that pip to plan without the download"
+        )
+    lazy = version is not None and _release(version) >= _NO_DRY_RUN_DOWNLOAD
+    done = _run([*argv, "--use-feature=fast-deps"] if lazy else argv, environ)
+    if done.returncode != 0 and lazy and b"invalid choice" in done.stderr:
+        done = _run(argv, environ)  # a pip that has dropped the feature
+    if done.returncode != 0:
+        lines = done.stderr.decode("utf-8", "replace").strip().splitlines() or ["no output"]
+        reason = next((line for line in lines if "ERROR" in line), lines[-1])
+        raise LibdoctorError(f"pip could not resolve {' '.join(requirements)}: {reason.strip()}")
+    try:
+        report = json.loads(done.stdout)
+        items = report["install"]
+        if not isinstance(items, list):
+            raise TypeError(items)
+    except (ValueError, KeyError, TypeError):
+        raise LibdoctorError(
+            "pip --dry-run --report gave no usable report (needs pip >= 22.2)"
+        ) from None
+    return items
 
 
-def _file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+# pip 23.3 stopped downloading the wheels a --dry-run resolves when it has their metadata.
+_NO_DRY_RUN_DOWNLOAD = (23, 3)
+
+
+def _run(argv: Sequence[str], environ: Mapping[str, str]) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        argv, env=installer_env(environ), stdin=subprocess.DEVNULL, capture_output=True, check=False
+    )
+
+
+def _pip_version(target: Target, pip: Sequence[str]) -> str | None:
+    """The version of the pip that resolves: the target's own (its dist-info directory's
+    name), or the one beside libdoctor."""
+    if "--python" in pip:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("pip")
+        except PackageNotFoundError:
+            return None
+    for site in target.site_packages:
+        for name in os.listdir(site) if os.path.isdir(site) else ():
+            if name.startswith("pip-") and name.endswith(".dist-info"):
+                return name[len("pip-") : -len(".dist-info")]
+    return None
+
+
+def _release(version: str) -> tuple[int, int]:
+    match = re.match(r"(\d+)(?:\.(\d+))?", version)
+    return (int(match[1]), int(match[2] or 0)) if match else (0, 0)
+
+
+def _read_line(label: str, read: RemoteRead) -> str:
+    """``nvidia-cudnn-cu13 9.24.0.43: read 66 kB of 706 MB by range (1 request)``."""
+    if read.how == "cache":
+        return f"{label}: its file list from the cache (no download)"
+    requests = f"{read.requests} request{'s' if read.requests != 1 else ''}"
+    if read.how == "download":
+        return (
+            f"{label}: downloaded {_size(read.fetched)} in {requests} "
+            "(the server does not honour ranges)"
+        )
+    return f"{label}: read {_size(read.fetched)} of {_size(read.size)} by range ({requests})"
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} B"

@@ -1,0 +1,75 @@
+"""``libdoctor install WHEEL|REQ... [TARGET] [--repair|--force]``: a guarded ``pip install``,
+the twin of ``uninstall``.
+
+The plan runs first, exactly as ``plan install`` runs it (requirements resolved by the
+target's own pip). When the install would overwrite another distribution's file with other
+bytes, break a requirement or mix a CUDA stack (any new error), it is refused (exit 1,
+showing what) unless ``--repair`` (install, then reinstall the damaged co-owners, if the plan
+proves both end whole) or ``--force``. The install runs through the environment's own
+installer (pip, or ``uv pip install --python`` in a uv-made environment), backed up and
+rolled back on failure.
+
+Exit codes: 0 done and nothing new at error level; 1 refused, or done with new errors (--force);
+2 libdoctor could not run, or a step failed and everything was rolled back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from libdoctor.cli import changes, common
+from libdoctor.cli.plan import add_request_options, request_and_target, resolve_request
+
+if TYPE_CHECKING:
+    from libdoctor.whatif.plan import Step
+
+
+def register(sub: Any) -> None:
+    install = sub.add_parser(
+        "install",
+        help="pip install, refused when it would break the environment",
+        description="Install wheel files or requirements with the environment's own installer, "
+        "after planning it as `plan install` does: refused when the plan shows it overwrites "
+        "another distribution's files with other bytes or breaks anything else, unless "
+        "--repair (also reinstall the damaged co-owners) or --force. TARGET, if given, is the "
+        "last argument. Backed up and rolled back on failure.",
+    )
+    install.add_argument("items", nargs="*", metavar="WHEEL|REQ... [TARGET]")
+    changes.add_guarded_options(
+        install,
+        verb="install",
+        repair_help="then reinstall the distributions whose files the install overwrites or "
+        "deletes",
+    )
+    add_request_options(install)
+    changes.add_installer_options(install)
+    install.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from libdoctor.whatif.request import install_refusal, with_steps
+
+    request, target = request_and_target(args)
+    changes.refuse_unwritable(target)
+    libs = common.libraries(args)
+    plan = with_steps(resolve_request(args, request, target, libs), request, libs)
+    steps = plan.steps_to_run(repair=args.repair)
+    changes.refuse_unrunnable(target, steps)
+    refusal = install_refusal(plan, repair=args.repair, force=args.force)
+    done = changes.answer_without_running(args, plan, refusal, idle=not plan.subjects)
+    if done is not None:
+        return done
+    _refuse_without_uv(steps)
+    command = changes.guarded_command(args, "install", request.argv_items(), target)
+    return changes.run_guarded(args, target, plan, steps, libs, command)
+
+
+def _refuse_without_uv(steps: Sequence[Step]) -> None:
+    from libdoctor.errors import LibdoctorError
+
+    for step in steps:
+        if step.argv and step.argv[0] == "uv" and shutil.which("uv") is None:
+            raise LibdoctorError("the environment was made by uv, and uv is not on PATH")

@@ -1,0 +1,481 @@
+"""A wheel on an index read by HTTP range requests: its index, never its body.
+
+``read_remote_wheel`` hands ``zipfile`` a seekable, read-only file (``RangeFile``) whose reads
+are ``Range`` requests: the last 64 KiB first (the end-of-central-directory record, and in most
+wheels the whole central directory and the ``.dist-info`` members with it), then whatever of
+the central directory is left, then METADATA and RECORD together. A 700 MB cuDNN wheel costs
+about 64 KiB. A server that refuses ranges (it answers 200 with the whole body, or 416) gets
+a full download instead, streamed through the cache and checked against the index's sha256.
+
+What was read is kept in the user cache by the wheel's sha256
+(``<cache>/wheel-index/<sha256>.json``): planning the same wheel again asks nothing of the
+network. urllib only: proxies (``*_proxy``, ``no_proxy``) and certificates (``SSL_CERT_FILE``)
+as urllib takes them by default; credentials from the URL's userinfo, or from an index URL on
+the same host (pip's report names files without them), sent as basic auth and never along a
+redirect. Every failure is one ``LibdoctorError`` line.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from http.client import HTTPException, HTTPResponse, IncompleteRead
+from typing import Any, BinaryIO, Literal, cast
+
+from libdoctor import __version__
+from libdoctor.environment.distributions import canonicalize_name
+from libdoctor.environment.record import RecordEntry
+from libdoctor.environment.wheel import WheelFile, dist_info_members, wheel_from_archive
+from libdoctor.errors import LibdoctorError
+
+__all__ = ["Http", "RangeFile", "RemoteRead", "cached_wheel", "read_remote_wheel"]
+
+TAIL = 64 * 1024 + 22  # end-of-central-directory (22 bytes) after the longest zip comment
+BLOCK = 64 * 1024  # the least one read on demand fetches
+GAP = 256 * 1024  # wanted ranges closer than this are fetched in one request
+SLACK = 1024  # a local header's extra field may be longer than the central directory's
+TIMEOUT = 60.0  # seconds without a byte before a request fails
+_CHUNK = 1 << 20
+_FORMAT = 1  # of the cache files
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+)")
+
+_HEADERS = {
+    "Accept-Encoding": "identity",  # byte ranges of the file, not of a compressed stream
+    "User-Agent": f"libdoctor/{__version__} Python-urllib",
+}
+
+How = Literal["range", "download", "cache"]
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteRead:
+    """A wheel read from a URL, and what reading it cost."""
+
+    wheel: WheelFile
+    size: int  # the wheel's bytes
+    fetched: int  # bytes that came over the network (0 from the cache)
+    requests: int
+    how: How
+
+
+class _RangesRefused(Exception):
+    """The server sends whole bodies: RESPONSE is one (already open), or None."""
+
+    def __init__(self, response: HTTPResponse | None) -> None:
+        super().__init__("the server does not honour ranges")
+        self.response = response
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+def _split_userinfo(url: str) -> tuple[str, str | None]:
+    """URL without its userinfo, and the basic-auth header value that userinfo gives."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None:
+        return url, None
+    host = parts.netloc.rpartition("@")[2]
+    user = urllib.parse.unquote(parts.username)
+    password = urllib.parse.unquote(parts.password or "")
+    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    return urllib.parse.urlunsplit(parts._replace(netloc=host)), f"Basic {token}"
+
+
+def _authorization(url: str, credentials: Iterable[str]) -> tuple[str, str | None]:
+    """URL without userinfo, and the credentials for it: its own, else those of the first
+    index URL (``--index-url``, ``--extra-index-url``) on the same scheme, host and port."""
+    bare, auth = _split_userinfo(url)
+    if auth is not None:
+        return bare, auth
+    where = _origin(bare)
+    for source in credentials:
+        if where is not None and _origin(source) == where:
+            auth = _split_userinfo(source)[1]
+            if auth is not None:
+                return bare, auth
+    return bare, None
+
+
+def _origin(url: str) -> tuple[str, str, int | None] | None:
+    """(scheme, host, port) of URL; None for a path, or a URL with a port that is no number."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        return (parts.scheme, parts.hostname, parts.port) if parts.hostname else None
+    except ValueError:
+        return None
+
+
+class Http:
+    """GET requests for one URL through urllib's default handlers; counts what came."""
+
+    def __init__(self, url: str, credentials: Iterable[str] = (), timeout: float = TIMEOUT):
+        self.url, self._auth = _authorization(url, credentials)
+        self._timeout = timeout
+        self._opener = urllib.request.build_opener()
+        self.requests = 0
+        self.fetched = 0
+
+    def fail(self, reason: str) -> LibdoctorError:
+        return LibdoctorError(f"cannot read wheel {self.url}: {reason}")
+
+    def open(self, byte_range: str | None) -> HTTPResponse:
+        """The response to a GET (with ``Range: BYTE_RANGE``); a 416 is ``_RangesRefused``."""
+        request = urllib.request.Request(self.url, headers=_HEADERS)
+        if byte_range is not None:
+            request.add_header("Range", byte_range)
+        if self._auth is not None:
+            request.add_unredirected_header("Authorization", self._auth)
+        self.requests += 1
+        try:
+            return cast(HTTPResponse, self._opener.open(request, timeout=self._timeout))
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            if exc.code == 416 and byte_range is not None:
+                raise _RangesRefused(None) from None
+            raise self.fail(f"HTTP {exc.code} {exc.reason}") from None
+        except urllib.error.URLError as exc:
+            raise self.fail(_describe(exc.reason)) from None
+        except (OSError, HTTPException) as exc:
+            raise self.fail(_describe(exc)) from None
+
+    def body(self, response: HTTPResponse, expected: int) -> bytes:
+        """The whole body of RESPONSE, which must be EXPECTED bytes long."""
+        try:
+            data = response.read()
+        except IncompleteRead as exc:
+            self.fetched += len(exc.partial)
+            raise self.fail(
+                f"the connection closed after {len(exc.partial)} of {expected} bytes"
+            ) from None
+        except (OSError, HTTPException) as exc:
+            raise self.fail(_describe(exc)) from None
+        finally:
+            response.close()
+        self.fetched += len(data)
+        if len(data) != expected:
+            raise self.fail(f"the connection closed after {len(data)} of {expected} bytes")
+        return data
+
+    def range(self, start: int, end: int, size: int) -> bytes:
+        """Bytes START..END (exclusive) of a file of SIZE bytes."""
+        response = self.open(f"bytes={start}-{end - 1}")
+        if response.status != 206:
+            response.close()
+            raise _RangesRefused(None)
+        got = _content_range(response)
+        if got != (start, end, size):
+            response.close()
+            raise self.fail(
+                f"asked for bytes {start}-{end - 1}/{size}, the server sent "
+                f"{response.headers.get('Content-Range')}"
+            )
+        return self.body(response, end - start)
+
+
+def _describe(problem: object) -> str:
+    """One line for an exception (or urllib's reason, which may be a string)."""
+    text = str(problem).strip()
+    return text.splitlines()[0] if text else type(problem).__name__
+
+
+def _content_range(response: HTTPResponse) -> tuple[int, int, int] | None:
+    """(start, end exclusive, size) from ``Content-Range: bytes A-B/SIZE``."""
+    match = _CONTENT_RANGE.fullmatch((response.headers.get("Content-Range") or "").strip())
+    if match is None:
+        return None
+    first, last, size = (int(g) for g in match.groups())
+    return (first, last + 1, size) if first <= last < size else None
+
+
+# --------------------------------------------------------------------------- the file
+
+
+class RangeFile:
+    """A read-only, seekable file of SIZE bytes whose reads are range requests.
+
+    What was fetched is kept in sorted, merged spans; a read fetches only the bytes it lacks
+    (at least ``BLOCK`` of them, never again what is held), and ``prefetch`` asks for several
+    ranges in as few requests as their distance allows. What ``zipfile`` needs: ``read``,
+    ``seek``, ``tell``, ``seekable``.
+    """
+
+    def __init__(self, conn: Http, size: int, start: int, data: bytes) -> None:
+        self._conn = conn
+        self.size = size
+        self._pos = 0
+        self._spans: list[tuple[int, bytes]] = [(start, data)] if data else []
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self.size}[whence]
+        if base + offset < 0:
+            raise OSError(f"seek to {base + offset}, before the start of the file")
+        self._pos = base + offset
+        return self._pos
+
+    def read(self, n: int = -1) -> bytes:
+        end = self.size if n < 0 else min(self.size, self._pos + n)
+        if end <= self._pos:
+            return b""
+        for start, stop in self._gaps(self._pos, end):
+            self._fetch(start, max(stop, min(start + BLOCK, self._next_span(start))))
+        data = self._slice(self._pos, end)
+        self._pos = end
+        return data
+
+    def close(self) -> None:
+        self._spans = []
+
+    def prefetch(self, ranges: Iterable[tuple[int, int]]) -> None:
+        """Fetch RANGES (start, end exclusive) now: the missing parts, near ones together."""
+        gaps = sorted(g for a, b in ranges for g in self._gaps(max(a, 0), min(b, self.size)))
+        merged: list[list[int]] = []
+        for start, end in gaps:
+            if merged and start - merged[-1][1] < GAP:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        for start, end in merged:
+            self._fetch(start, end)
+
+    def _gaps(self, start: int, end: int) -> list[tuple[int, int]]:
+        gaps: list[tuple[int, int]] = []
+        at = start
+        for span_start, data in self._spans:
+            span_end = span_start + len(data)
+            if span_end <= at:
+                continue
+            if span_start >= end:
+                break
+            if span_start > at:
+                gaps.append((at, span_start))
+            at = span_end
+            if at >= end:
+                break
+        if at < end:
+            gaps.append((at, end))
+        return gaps
+
+    def _next_span(self, at: int) -> int:
+        return min((s for s, _ in self._spans if s > at), default=self.size)
+
+    def _fetch(self, start: int, end: int) -> None:
+        data = self._conn.range(start, end, self.size)
+        spans = sorted([*self._spans, (start, data)], key=lambda span: span[0])
+        merged = [spans[0]]
+        for span_start, span in spans[1:]:
+            last_start, last = merged[-1]
+            reach = last_start + len(last)
+            if span_start <= reach:
+                merged[-1] = (last_start, last + span[reach - span_start :])
+            else:
+                merged.append((span_start, span))
+        self._spans = merged
+
+    def _slice(self, start: int, end: int) -> bytes:
+        for span_start, data in self._spans:
+            if span_start <= start and end <= span_start + len(data):
+                return data[start - span_start : end - span_start]
+        raise self._conn.fail(f"bytes {start}-{end} were fetched but are not held")  # a bug
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_remote_wheel(
+    url: str,
+    *,
+    sha256: str | None = None,
+    cache_dir: str | None = None,
+    credentials: Sequence[str] = (),
+    timeout: float = TIMEOUT,
+) -> RemoteRead:
+    """The wheel at URL (its central directory, METADATA and RECORD), by range requests.
+
+    SHA256 is the index's digest of the whole file: the cache key, and what a full download
+    (when the server refuses ranges) is checked against. CREDENTIALS are index URLs whose
+    userinfo is sent to a URL on the same host.
+    """
+    cached = cached_wheel(cache_dir, sha256, url)
+    if cached is not None:
+        return cached
+    conn = Http(url, credentials, timeout)
+    try:
+        read = _read_by_range(conn)
+    except _RangesRefused as refused:
+        read = _download(conn, refused.response, sha256, cache_dir)
+    _save(cache_dir, sha256, read)
+    return read
+
+
+def _read_by_range(conn: Http) -> RemoteRead:
+    response = conn.open(f"bytes=-{TAIL}")
+    if response.status != 206:
+        raise _RangesRefused(response)
+    got = _content_range(response)
+    if got is None:
+        response.close()
+        raise conn.fail(f"unusable Content-Range {response.headers.get('Content-Range')!r}")
+    start, end, size = got
+    file = RangeFile(conn, size, start, conn.body(response, end - start))
+    try:
+        with zipfile.ZipFile(file) as archive:
+            _, wanted = dist_info_members(archive, conn.url)
+            file.prefetch(_member_range(info) for info in wanted)
+            wheel = wheel_from_archive(archive, conn.url)
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise conn.fail(_describe(exc)) from None
+    return RemoteRead(wheel, size, conn.fetched, conn.requests, "range")
+
+
+def _member_range(info: zipfile.ZipInfo) -> tuple[int, int]:
+    """Where a member lies: its local header (30 bytes, name, extra) and compressed data."""
+    header = 30 + len(info.orig_filename.encode("utf-8")) + len(info.extra)
+    return info.header_offset, info.header_offset + header + info.compress_size + SLACK
+
+
+def _download(
+    conn: Http,
+    response: HTTPResponse | None,
+    sha256: str | None,
+    cache_dir: str | None,
+) -> RemoteRead:
+    """The whole wheel streamed to a file in the cache, checked, read, and removed: the
+    index read from it is what the cache keeps."""
+    if response is None:
+        response = conn.open(None)
+    if response.status != 200:
+        response.close()
+        raise conn.fail(f"HTTP {response.status} {response.reason}")
+    directory = os.path.join(cache_dir or tempfile.gettempdir(), "wheel-download")
+    os.makedirs(directory, exist_ok=True)
+    fd, temp = tempfile.mkstemp(suffix=".whl", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            digest = _stream(conn, response, out)
+        if sha256 is not None and digest != sha256.lower():
+            raise conn.fail(
+                f"the downloaded file does not match the index's sha256 "
+                f"(got {digest[:16]}..., expected {sha256.lower()[:16]}...)"
+            )
+        size = os.path.getsize(temp)
+        try:
+            with zipfile.ZipFile(temp) as archive:
+                wheel = wheel_from_archive(archive, conn.url)
+        except (zipfile.BadZipFile, OSError, EOFError) as exc:
+            raise conn.fail(_describe(exc)) from None
+    finally:
+        os.unlink(temp)
+    return RemoteRead(wheel, size, conn.fetched, conn.requests, "download")
+
+
+def _stream(conn: Http, response: HTTPResponse, out: BinaryIO) -> str:
+    """Copy RESPONSE's body into OUT; its sha256 (hex)."""
+    digest = hashlib.sha256()
+    expected = response.headers.get("Content-Length")
+    received = 0
+    try:
+        with response:
+            while chunk := response.read(_CHUNK):
+                digest.update(chunk)
+                out.write(chunk)
+                received += len(chunk)
+                conn.fetched += len(chunk)
+    except IncompleteRead as exc:
+        raise conn.fail(
+            f"the connection closed after {received + len(exc.partial)} bytes"
+        ) from None
+    except (OSError, HTTPException) as exc:
+        raise conn.fail(_describe(exc)) from None
+    if expected is not None and expected.isdigit() and int(expected) != received:
+        raise conn.fail(f"the connection closed after {received} of {expected} bytes")
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- the cache
+
+
+def _cache_file(cache_dir: str | None, sha256: str | None) -> str | None:
+    if cache_dir is None or sha256 is None or not _SHA256.fullmatch(sha256.lower()):
+        return None
+    return os.path.join(cache_dir, "wheel-index", f"{sha256.lower()}.json")
+
+
+def cached_wheel(cache_dir: str | None, sha256: str | None, url: str) -> RemoteRead | None:
+    """The wheel read before from a file with this SHA256, named URL now; None if not kept
+    (or the kept copy is unreadable: it is read again)."""
+    file = _cache_file(cache_dir, sha256)
+    if file is None:
+        return None
+    try:
+        with open(file, encoding="utf-8") as handle:
+            doc = json.load(handle)
+        if doc["format"] != _FORMAT:
+            return None
+        wheel = _wheel_from_json(doc["wheel"], _split_userinfo(url)[0])
+        return RemoteRead(wheel, int(doc["size"]), 0, 0, "cache")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _save(cache_dir: str | None, sha256: str | None, read: RemoteRead) -> None:
+    """Best effort: a cache that cannot be written costs the next run a read, nothing else."""
+    file = _cache_file(cache_dir, sha256)
+    if file is None:
+        return
+    doc = {"format": _FORMAT, "size": read.size, "wheel": _wheel_json(read.wheel)}
+    try:
+        os.makedirs(os.path.dirname(file), exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=os.path.dirname(file), suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(doc, out, separators=(",", ":"))
+        os.replace(temp, file)
+    except OSError:
+        pass
+
+
+def _wheel_json(wheel: WheelFile) -> dict[str, Any]:
+    return {
+        "name": wheel.name,
+        "version": wheel.version,
+        "requires_dist": list(wheel.requires_dist),
+        "dist_info": wheel.dist_info,
+        "members": [list(m) for m in wheel.members],
+        "crc32": list(wheel.crc32),
+    }
+
+
+def _wheel_from_json(doc: dict[str, Any], path: str) -> WheelFile:
+    members = tuple(
+        RecordEntry(str(p), None if h is None else str(h), None if s is None else int(s))
+        for p, h, s in doc["members"]
+    )
+    return WheelFile(
+        path=path,
+        name=str(doc["name"]),
+        version=str(doc["version"]),
+        key=canonicalize_name(str(doc["name"])),
+        requires_dist=tuple(str(r) for r in doc["requires_dist"]),
+        dist_info=str(doc["dist_info"]),
+        members=members,
+        crc32=tuple(int(c) for c in doc["crc32"]),
+    )

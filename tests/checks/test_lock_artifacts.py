@@ -1,0 +1,118 @@
+"""``check_lock``'s artifact evidence, table-driven: what a dist-info says of the file it came
+from (``InstalledFrom``, given here instead of read) against what the lock names. The real
+installers' evidence is ``tests/cli/test_verify.py``'s."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from libdoctor.checks.lock import check_lock
+from libdoctor.disk.stat import RealDisk
+from libdoctor.environment.lockfile import (
+    Artifact,
+    InstalledFrom,
+    Lock,
+    LockedPackage,
+    Selection,
+)
+from libdoctor.environment.model import Environment, build_environment
+from libdoctor.environment.target import discover
+from support.venvs import VenvFactory, pip_install
+from support.wheels import WheelFactory
+
+SHA = "sha256:" + "a" * 64
+OTHER = "sha256:" + "b" * 64
+WHEEL = Artifact("wheel", "https://e.org/alpha-1.0-py3-none-any.whl", frozenset({SHA}))
+SDIST = Artifact("sdist", "https://e.org/alpha-1.0.tar.gz", frozenset({OTHER}))
+VCS = Artifact("vcs", "https://e.org/alpha.git", commit="c0ffee")
+NATIVE = Artifact("wheel", "https://e.org/alpha-1.0-cp399-cp399-linux_x86_64.whl")
+
+
+@pytest.fixture(scope="module")
+def env(module_venv: VenvFactory, module_wheels: WheelFactory) -> Environment:
+    venv = module_venv("alpha")
+    pip_install(venv, module_wheels("alpha", "1.0", {"alpha/__init__.py": b"A = 1\n"}))
+    return build_environment(discover(str(venv.path), None, {}))
+
+
+def _package(source: str, *artifacts: Artifact) -> LockedPackage:
+    return LockedPackage("alpha", "alpha", "1.0", source, artifacts)
+
+
+@pytest.mark.parametrize(
+    ("package", "found", "expected"),
+    [
+        (
+            _package("registry", WHEEL),
+            InstalledFrom("file:///w", "archive", frozenset({SHA})),
+            "verified",
+        ),
+        (
+            _package("registry", WHEEL, SDIST),
+            InstalledFrom("u", "archive", frozenset({OTHER})),
+            "verified",
+        ),
+        (
+            _package("registry", WHEEL),
+            InstalledFrom("file:///w", "archive", frozenset({OTHER})),
+            "error",
+        ),
+        (
+            _package("registry", WHEEL),
+            InstalledFrom("file:///src", "directory", editable=True),
+            "error",
+        ),
+        (
+            _package("vcs", VCS),
+            InstalledFrom("https://e.org/alpha.git", "vcs", commit="c0ffee"),
+            "verified",
+        ),
+        (
+            _package("vcs", VCS),
+            InstalledFrom("https://e.org/alpha.git", "vcs", commit="bad"),
+            "error",
+        ),
+        (
+            _package("registry", WHEEL),
+            InstalledFrom("https://e.org/alpha.git", "vcs", commit="x"),
+            "error",
+        ),
+        (
+            _package("directory", Artifact("directory", "src")),
+            InstalledFrom("file:///src", "directory"),
+            "info",
+        ),
+        (_package("registry", WHEEL), InstalledFrom(tags=("py3-none-any",)), "info"),
+        (_package("registry", NATIVE), InstalledFrom(tags=("py3-none-any",)), "error"),
+        (_package("registry", NATIVE, SDIST), InstalledFrom(tags=("py3-none-any",)), "info"),
+        (_package("registry"), InstalledFrom("file:///w", "archive", frozenset({SHA})), "info"),
+        (_package("registry", WHEEL), InstalledFrom("file:///w", "archive"), "info"),  # uv: no hash
+    ],
+)
+def test_the_artifact_evidence(
+    env: Environment, package: LockedPackage, found: InstalledFrom, expected: str
+) -> None:
+    lock = Lock("pylock.toml", "pylock.toml", (package,))
+    result = check_lock(env, RealDisk(), lock, Selection((package,), ()), evidence=lambda _: found)
+    artifact = [f for f in result.findings if f.code == "lock-artifact"]
+    if expected == "verified":
+        assert artifact == [] and result.verified == ("alpha 1.0",)
+    else:
+        assert [f.severity.label for f in artifact] == [expected], artifact
+        assert result.verified == ()
+    assert result.matched == ("alpha 1.0",)
+
+
+def test_installers_are_not_extra_unless_locked(env: Environment, tmp_path: Path) -> None:
+    alpha = _package("registry", WHEEL)
+    lock = Lock("pylock.toml", "pylock.toml", (alpha,))
+    result = check_lock(env, RealDisk(), lock, Selection((alpha,), ()))
+    assert [d.split()[0] for d in result.excepted if d.startswith("pip ")] == ["pip"]
+    assert not [f for f in result.findings if f.code == "lock-extra"]
+    pip = LockedPackage("pip", "pip", "0.1", "registry")
+    locked = Lock("pylock.toml", "pylock.toml", (alpha, pip))
+    again = check_lock(env, RealDisk(), locked, Selection((alpha, pip), ()))
+    versions = [f.distribution for f in again.findings if f.code == "lock-version"]
+    assert [d.name for d in versions if d is not None] == ["pip"]
