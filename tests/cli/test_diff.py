@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -196,3 +198,43 @@ def test_damaged_field_is_named(
     truncated.write_bytes(gzip.compress(json.dumps(good).encode())[:-40])
     run = libdoctor("diff", truncated, tmp_path / "good.json")
     assert run.rc == 2 and "not a readable gzip file" in run.stderr, run.describe()
+
+
+def test_diff_against_an_interpreter(
+    new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor, tmp_path: Path
+) -> None:
+    yesterday = tmp_path / "yesterday.json"
+    venv = _yesterday_then_today(new_venv, make_wheel, libdoctor, yesterday)
+    rc, doc = _diff(libdoctor, yesterday, venv.python)
+    assert rc == 1 and doc["b"]["environment"] == str(venv.path)
+    assert len(doc["distributions"]) == 2 and len(doc["files"]) == 1
+
+
+TORCH_ENV = Path(os.environ.get("LIBDOCTOR_TORCH_ENV", "/work/envs/torchenv"))
+
+
+@pytest.mark.realenv
+def test_torch_env_snapshot_and_a_damaged_copy(libdoctor: Libdoctor, tmp_path: Path) -> None:
+    """The 22k-file torch env: the same bytes twice, under 1 MB gzip'd; a hard-link copy
+    elsewhere with libcudnn.so.9 deleted differs by that file, its library and findings,
+    and by the scripts whose shebang still names the original environment."""
+    if not (TORCH_ENV / "pyvenv.cfg").is_file():
+        pytest.skip(f"no torch environment at {TORCH_ENV} (set LIBDOCTOR_TORCH_ENV)")
+    snap = tmp_path / "torch.json.gz"
+    first = _snapshot(libdoctor, Venv(TORCH_ENV), snap)
+    assert _snapshot(libdoctor, Venv(TORCH_ENV), snap) == first
+    assert len(first) < 1_000_000
+    assert _diff(libdoctor, snap, TORCH_ENV)[0] == 0
+    copy = tmp_path / "env"
+    subprocess.run(["cp", "-al", str(TORCH_ENV), str(copy)], check=True)
+    (copy / "lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9").unlink()
+    rc, doc = _diff(libdoctor, snap, copy)
+    assert rc == 1 and doc["distributions"] == [] and doc["metadata"] == []
+    scripts = [f for f in doc["files"] if f["path"].startswith("../../../bin/")]
+    assert scripts and all(f["after"]["hash"].startswith("sha256=") for f in scripts)
+    [cudnn] = [f for f in doc["files"] if f not in scripts]
+    assert (cudnn["distribution"], cudnn["change"]) == ("nvidia-cudnn-cu13 9.24.0.43", "missing")
+    assert [lib["name"] for lib in doc["libraries"]] == ["libcudnn.so.9"]
+    new = {f["code"] for f in doc["findings"]["new"]}
+    assert new == {"missing-files", "unresolved-library"}
+    assert doc["findings"]["gone"] == []

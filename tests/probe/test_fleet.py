@@ -51,8 +51,8 @@ def test_fleet_of_files(two_envs: tuple[Venv, Venv], libdoctor: Libdoctor, tmp_p
     _odd_one_out(run.json(), "n2", ["n1", "n3"])  # one host: named by file
     text = libdoctor("fleet", *files)
     assert text.rc == 1
-    assert "n1, n3 (2 nodes): same as the reference" in text.stdout
-    assert "n2: 1 difference" in text.stdout
+    assert "n1, n3 (2 nodes)  same as the reference" in text.stdout
+    assert "n2                1 distribution" in text.stdout
     assert "ldt-fleet 1.0 → 2.0 (upgraded)" in text.stdout
     run = libdoctor("fleet", *files, "--reference", "n2", "--json")
     assert run.rc == 1 and run.json()["differing"] == ["n1", "n3"]
@@ -122,7 +122,7 @@ def test_fleet_on_slurm_with_a_target(
     env = _fake_srun(tmp_path, [("a", str(odd.path)), ("b", str(odd.path))])
     run = libdoctor("fleet", "--slurm", good.path, env=env)  # TARGET wins over $VIRTUAL_ENV
     assert run.rc == 0, run.describe()
-    assert "a, b (2 nodes): same as the reference" in run.stdout
+    assert "a, b (2 nodes)  same as the reference" in run.stdout
 
 
 def test_a_node_that_sends_nothing(libdoctor: Libdoctor, tmp_path: Path) -> None:

@@ -241,7 +241,8 @@ def _dist_records(report: Report, deep: bool) -> tuple[DistRecord, ...]:
             else:
                 rows.append(FileRow(_shown(entry.path), size, entry.hash))
         mine = extras.get(dist.metadata_dir, ())
-        records.append(_dist_record(dist, env.target.prefix, mine, tuple(sorted(rows))))
+        rows.sort(key=_by_path)  # by path alone: a RECORD may repeat one (None sizes)
+        records.append(_dist_record(dist, env.target.prefix, mine, tuple(rows)))
     return tuple(sorted(records, key=lambda d: (d.key, d.version, d.site, d.metadata)))
 
 
@@ -268,6 +269,10 @@ def _script_row(path: str, relative: str, prefix: str) -> FileRow | None:
     data = data.replace(raw, PREFIX_WORD)
     digest = PORTABLE + spell_hash("sha256", hashlib.sha256(data).digest())
     return FileRow(display(relative), len(data), digest)
+
+
+def _by_path(row: FileRow) -> str:
+    return row.path
 
 
 def _shown(path: str) -> str:

@@ -58,8 +58,12 @@ def load(text: str, args: argparse.Namespace) -> tuple[Snapshot, dict[str, Any]]
 def _is_interpreter(path: str) -> bool:
     if not os.access(path, os.X_OK) or path.endswith((".json", ".gz")):
         return False
-    with open(path, "rb") as handle:
-        return handle.read(4) == b"\x7fELF" or os.path.basename(path).startswith("python")
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+    except OSError:
+        return False  # read_snapshot says why, in one line
+    return head == b"\x7fELF" or os.path.basename(path).startswith("python")
 
 
 def label(source: dict[str, Any]) -> str:

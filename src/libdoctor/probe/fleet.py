@@ -113,16 +113,18 @@ def slurm_snapshots(
 
 # --------------------------------------------------------------------------- Ray
 
+TASK_TIMEOUT = 900.0  # seconds a node's snapshot may take (a cold --deep of a torch env: ~1 min)
+
 
 def snapshot_here(target: str | None, deep: bool) -> bytes:
     """A Ray task's work, on its node: the gzip'd snapshot of TARGET, or of the environment
     the worker runs in ($VIRTUAL_ENV, else its interpreter). Sequential: a Ray worker has
     threads, so nothing is forked."""
-    from libdoctor.analysis.snapshot import encode, snapshot_target
+    from libdoctor.analysis.snapshot import encode, node_name, snapshot_target
     from libdoctor.environment.target import discover
 
     found = discover(target, None, os.environ)
-    node = os.environ.get("LIBDOCTOR_NODE") or os.uname().nodename
+    node = node_name(os.environ)
     snap = snapshot_target(found, node=node, deep=deep, environ=os.environ, forked=False)
     return encode(snap, gzipped=True)
 
@@ -143,8 +145,8 @@ def ray_snapshots(address: str | None, target: str | None, *, deep: bool = False
     connect = address or os.environ.get("RAY_ADDRESS") or "auto"
     try:
         ray.init(address=connect, logging_level=logging.ERROR, log_to_driver=False)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise LibdoctorError(f"cannot connect to Ray at {connect}: {exc}") from None
+    except Exception as exc:  # Ray's own types, which vary between releases
+        raise LibdoctorError(f"cannot connect to Ray at {connect}: {_first_line(exc)}") from None
     try:
         task = ray.remote(num_cpus=0, max_retries=0)(snapshot_here)
         nodes = sorted((n for n in ray.nodes() if n.get("Alive")), key=lambda n: n["NodeID"])
@@ -170,7 +172,7 @@ def _gather_ray(ray: Any, refs: Mapping[str, object]) -> Gathered:
     failed = []
     for label, ref in refs.items():
         try:
-            data = ray.get(ref)
+            data = ray.get(ref, timeout=TASK_TIMEOUT)
             snapshots.append((label, decode(data, f"node {label}")))
         except SnapshotError as exc:
             failed.append((label, str(exc)))

@@ -13,7 +13,7 @@ from libdoctor.analysis.diff import (
     LibraryChange,
     VersionChange,
 )
-from libdoctor.analysis.snapshot import FileRow, LibraryRecord, finding_document
+from libdoctor.analysis.snapshot import PORTABLE, FileRow, LibraryRecord, finding_document
 from libdoctor.report.json import dumps
 
 Change = VersionChange | FileChange | FieldChange | LibraryChange | FindingChange
@@ -37,16 +37,21 @@ def _row(row: FileRow | None) -> str:
     return f"{row.size} bytes" + (f", {row.digest[:19]}…" if row.digest else "")
 
 
+def _other_bytes(before: FileRow, after: FileRow) -> str:
+    was, now = (row.hash is not None and row.hash.startswith(PORTABLE) for row in (before, after))
+    if was and not now:
+        return "a script that named its own environment now names another path"
+    if now and not was:
+        return "a script now names its own environment"
+    return "other bytes" if was else "other bytes (RECORD hash differs)"
+
+
 def file_line(change: FileChange) -> str:
     if change.kind in ("added", "removed"):
         return f"{change.path}: RECORD row {change.kind}"
-    if (
-        change.kind == "changed"
-        and change.before
-        and change.after
-        and change.before.hash != change.after.hash
-    ):
-        return f"{change.path}: other bytes (RECORD hash differs)"
+    before, after = change.before, change.after
+    if change.kind == "changed" and before and after and before.hash != after.hash:
+        return f"{change.path}: {_other_bytes(before, after)}"
     return f"{change.path}: {_row(change.before)} → {_row(change.after)}"
 
 

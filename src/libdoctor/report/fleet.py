@@ -1,16 +1,17 @@
-"""``fleet`` output: nodes by difference from the reference, alike nodes on one line."""
+"""``fleet`` output: a table of nodes by difference from the reference (alike nodes on one
+line), then each differing group's changes; or JSON."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from libdoctor.analysis.diff import FleetComparison
+from libdoctor.analysis.diff import Diff, FleetComparison
 from libdoctor.report.diff import change_lines, diff_dict
 from libdoctor.report.json import dumps
 
 _NODES_SHOWN = 6
-_LINES_SHOWN = 20  # per group: the table stays one screen; `libdoctor diff` tells all
+_LINES_SHOWN = 20  # per group: the report stays one screen; `libdoctor diff` tells all
 
 
 def _nodes(nodes: Sequence[str]) -> str:
@@ -23,22 +24,36 @@ def _nodes(nodes: Sequence[str]) -> str:
     )
 
 
+def summary(d: Diff) -> str:
+    """The table's cell: how many changes of each kind."""
+    if d.empty:
+        return "same as the reference"
+    parts = [
+        (len(d.versions), "distribution", "distributions"),
+        (len(d.files), "file", "files"),
+        (len(d.fields), "metadata change", "metadata changes"),
+        (len(d.libraries), "library", "libraries"),
+        (len(d.findings), "finding", "findings"),
+    ]
+    return ", ".join(f"{n} {one if n == 1 else many}" for n, one, many in parts if n)
+
+
 def fleet_text(fleet: FleetComparison, failed: Sequence[tuple[str, str]] = ()) -> str:
     total = sum(len(g.nodes) for g in fleet.groups)
     why = "the majority" if fleet.chosen_by == "majority" else "--reference"
+    rows = [(_nodes(g.nodes), summary(g.diff)) for g in fleet.groups if g.diff.empty]
+    rows += [(_nodes(g.nodes), summary(g.diff)) for g in fleet.differing]
+    rows += [(node, f"no snapshot: {reason}") for node, reason in failed]
+    width = max(len("NODES"), *(len(n) for n, _ in rows))
     lines = [f"{total} nodes; reference: {fleet.reference} ({why})", ""]
-    same = [n for g in fleet.groups if g.diff.empty for n in g.nodes]
-    lines.append(f"{_nodes(same)}: same as the reference")
+    lines += [f"{'NODES':<{width}}  DIFFERENCES"] + [f"{n:<{width}}  {d}" for n, d in rows]
     for group in fleet.differing:
-        count = group.diff.count()
-        lines += ["", f"{_nodes(group.nodes)}: {count} difference{'s' if count != 1 else ''}"]
         changes = change_lines(group.diff)
+        lines += ["", f"{_nodes(group.nodes)}:"]
         lines += [f"  {line}" for line in changes[:_LINES_SHOWN]]
         if len(changes) > _LINES_SHOWN:
             more = len(changes) - _LINES_SHOWN
             lines.append(f"  … {more} more lines (`libdoctor diff` of two snapshots lists all)")
-    for node, reason in failed:
-        lines += ["", f"{node}: no snapshot: {reason}"]
     return "\n".join(lines) + "\n"
 
 
