@@ -75,17 +75,30 @@ def run(args: argparse.Namespace) -> int:
         task = os.environ.get("SLURM_PROCID") or str(os.getpid())
         write_lines(frame(task, node, encode(snap, gzipped=True)))
     else:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(encode(snap))
-        sys.stdout.buffer.flush()
+        write_bytes(encode(snap))
     return common.EXIT_OK
+
+
+def write_bytes(data: bytes) -> None:
+    """DATA to stdout as it is (the stream's encoding must not touch the JSON's UTF-8)."""
+    sys.stdout.flush()
+    raw = getattr(sys.stdout, "buffer", None)
+    if raw is None:  # a text-only stream (a caller capturing output)
+        common.write(data.decode("utf-8"))
+        return
+    raw.write(data)
+    raw.flush()
 
 
 def write_lines(text: str) -> None:
     """TEXT to stdout one line per write(2): each line under PIPE_BUF reaches a pipe that
     other tasks write to as well (srun's stdout, a shared log) whole, never cut."""
     sys.stdout.flush()
-    out = sys.stdout.fileno()
+    try:
+        out = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file: no pipe to share either
+        common.write(text)
+        return
     for line in text.splitlines(keepends=True):
         data = line.encode("ascii")
         while data:
