@@ -349,9 +349,10 @@ def test_native_model_gives_the_full_models_findings(
     disk = RealDisk()
     digests = hash_many(hash_jobs(full, disk), HashCache.load(None, target.prefix), HashStats())
     for known in (None, digests):
-        expected = native_checks(full, RealDisk(), known, context)
-        assert native_checks(native_model(target), RealDisk(), known, context) == expected
-    assert state == "coherent" or expected
+        expected = native_checks(full, RealDisk(), known, context, facts=True)
+        assert native_checks(native_model(target), RealDisk(), known, context, True) == expected
+    assert state == "coherent" or expected[0]
+    assert expected[1] is not None and expected[1].libraries  # what a snapshot keeps
 
 
 @pytest.mark.parametrize("state", ["coherent", "overwritten", "wrong_major"])
@@ -360,17 +361,18 @@ def test_the_overlapped_check_equals_the_plain_one(
     state: str, deep: bool, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     """analysis.overlap (the loader work in a forked child) against analysis.run's plain
-    sequential run, the reference: the same findings and the same counts; with --deep once
-    from a cold hash cache and once from the warm one (the unchanged-env shortcut)."""
+    sequential run, the reference: the same findings, counts and snapshot facts; with --deep
+    once from a cold hash cache and once from the warm one (the unchanged-env shortcut)."""
     venv: Venv = request.getfixturevalue(state)
     target = from_directory(venv.path, "test")
     context = LoaderContext(probe_loader_system(), None, str(venv.path))
-    options = CheckOptions(deep=deep, cache_dir=str(tmp_path), libraries=context)
+    options = CheckOptions(deep=deep, cache_dir=str(tmp_path), libraries=context, facts=deep)
     for _ in range(2 if deep else 1):
         fast = overlap.run_check(target, options)
         plain = run.run_check(target, options)
         assert fast.findings == plain.findings
         assert (fast.distributions, fast.files) == (plain.distributions, plain.files)
+        assert fast.facts == plain.facts and (fast.facts is not None) == deep
     assert state == "coherent" or fast.findings
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from libdoctor.analysis.fork import Later, started_in_child
 from libdoctor.analysis.run import (
     CheckOptions,
+    NativeFacts,
     Report,
     compute_digests,
     model_and_states,
@@ -48,8 +49,9 @@ def run_check(
         if later is not None:  # the child's stack checks may wait for these
             _send_digests(later, digests)
         hashing = stats.as_dict()
-    findings = check_files(env, disk, digests) + native()
-    return report_of(target, env, disk, findings, hashing, digests)
+    native_findings, facts = native()
+    findings = check_files(env, disk, digests) + native_findings
+    return report_of(target, env, disk, findings, hashing, digests, facts)
 
 
 def _send_digests(later: Later[Digests], digests: Digests) -> None:
@@ -104,7 +106,7 @@ class CacheFirst(Mapping[tuple[str, str], "str | None"]):
 
 def _start_native(
     target: Target, options: CheckOptions
-) -> tuple[Callable[[], list[Finding]], Later[Digests] | None]:
+) -> tuple[Callable[[], tuple[list[Finding], NativeFacts | None]], Later[Digests] | None]:
     """Start the loader and stack checks in a child at once, on their own small model
     (native_model), while the caller parses every file list and stats every file. With
     --deep the child also gets digests: from the cache, or sent by the caller once it has
@@ -121,7 +123,8 @@ def _start_native(
         def digests() -> Digests | None:
             return sent.get() if sent.here else CacheFirst(options.cache_dir, target.prefix, sent)
 
-    def work() -> list[Finding]:  # in the child: nothing is read before the fork
-        return native_checks(native_model(target), RealDisk(), digests, libraries)
+    def work() -> tuple[list[Finding], NativeFacts | None]:  # in the child
+        model = native_model(target)  # nothing is read before the fork
+        return native_checks(model, RealDisk(), digests, libraries, options.facts)
 
     return started_in_child(work, later), later

@@ -22,7 +22,8 @@ from libdoctor.findings import CODES, Finding, Severity
 
 if TYPE_CHECKING:
     from libdoctor.disk.hashing import HashStats, ProgressFactory
-    from libdoctor.loader.extensions import LoaderContext
+    from libdoctor.environment.requirements import RequirementIndex
+    from libdoctor.loader.extensions import LibraryUse, LoaderContext
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,17 @@ class CheckOptions:
     # None: skip the loader checks. A callable is called where the checks run (possibly a
     # forked child), so the parent never pays for probing the loader or importing it.
     libraries: LoaderContext | Callable[[], LoaderContext] | None = None
+    # Keep what a snapshot records besides findings (``Report.facts``), gathered where the
+    # loader and requirement work already runs.
+    facts: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NativeFacts:
+    """What the loader and requirement work knows that a snapshot keeps."""
+
+    libraries: tuple[LibraryUse, ...]  # () without the loader checks
+    extras: Mapping[str, tuple[str, ...]]  # metadata dir -> the extras it is installed with
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +54,7 @@ class Report:
     files: int
     findings: tuple[Finding, ...]
     hashing: dict[str, int] | None = None
+    facts: NativeFacts | None = None  # with CheckOptions.facts
     # What the checks read, for a caller that wants more than findings (not part of the
     # report's value: no comparing or printing 22k claims).
     environment: Environment | None = field(default=None, compare=False, repr=False)
@@ -59,7 +72,7 @@ def run_checks(
 
     A plan (``libdoctor plan``) runs this twice, before and after, and reports the difference.
     """
-    return check_files(env, disk, digests) + native_checks(env, disk, digests, libraries)
+    return check_files(env, disk, digests) + native_checks(env, disk, digests, libraries)[0]
 
 
 def native_checks(
@@ -67,13 +80,15 @@ def native_checks(
     disk: Disk,
     digests: Digests | Callable[[], Digests | None] | None = None,
     libraries: LoaderContext | Callable[[], LoaderContext] | None = None,
-) -> list[Finding]:
+    facts: bool = False,
+) -> tuple[list[Finding], NativeFacts | None]:
     """The loader, stack and requirement checks: ELF files, frameworks and Requires-Dist,
     independent of the file checks, needing no RECORD row but those of shared objects (so a
     forked child runs them on ``overlap.native_model``, packaging imported there only).
 
     DIGESTS may be a function: called only when the stack checks need them, after the loader
-    work, so a forked child can start before the hashing that produces them is done.
+    work, so a forked child can start before the hashing that produces them is done. With
+    FACTS, also the facts a snapshot keeps (else None).
     """
     from libdoctor.checks.requirements import check_requirements
     from libdoctor.checks.stack import check_stack
@@ -81,18 +96,30 @@ def native_checks(
 
     findings: list[Finding] = []
     analysis = None
+    uses: tuple[LibraryUse, ...] = ()
     if callable(libraries):
         libraries = libraries()
     if libraries is not None:
         from libdoctor.checks.libraries import check_libraries
-        from libdoctor.loader.extensions import analyse
+        from libdoctor.loader.extensions import analyse, library_uses
 
         analysis = analyse(env, disk, libraries)
         findings += check_libraries(analysis, disk)
+        uses = library_uses(analysis) if facts else ()
     requirements = RequirementIndex(env)  # parses nothing until asked
     findings += check_stack(env, disk, digests, analysis, requirements=requirements)
     findings += check_requirements(env, disk, requirements)
-    return findings
+    return findings, (NativeFacts(uses, installed_extras(env, requirements)) if facts else None)
+
+
+def installed_extras(
+    env: Environment, requirements: RequirementIndex
+) -> dict[str, tuple[str, ...]]:
+    """Every distribution's extras, requested or inferred, by metadata dir."""
+    return {
+        dist.metadata_dir: tuple(sorted({e.name for e in requirements.extras(dist)}))
+        for dist in env.distributions
+    }
 
 
 def loader_context(environ: Mapping[str, str], cwd: str) -> LoaderContext:
@@ -119,8 +146,9 @@ def run_check(
     if options.deep:
         digests, stats = compute_digests(env, disk, options, progress, states)
         hashing = stats.as_dict()
-    findings = run_checks(env, disk, digests, options.libraries)
-    return report_of(target, env, disk, findings, hashing, digests)
+    native, facts = native_checks(env, disk, digests, options.libraries, options.facts)
+    findings = check_files(env, disk, digests) + native
+    return report_of(target, env, disk, findings, hashing, digests, facts)
 
 
 def model_and_states(target: Target, disk: Disk) -> tuple[Environment, list[FileState] | None]:
@@ -141,6 +169,7 @@ def report_of(
     findings: Sequence[Finding],
     hashing: dict[str, int] | None,
     digests: Digests | None,
+    facts: NativeFacts | None = None,
 ) -> Report:
     return Report(
         target=target,
@@ -148,6 +177,7 @@ def report_of(
         files=len(env.claims),
         findings=tuple(findings),
         hashing=hashing,
+        facts=facts,
         environment=env,
         disk=disk,
         digests=digests,

@@ -32,7 +32,12 @@ COMMANDS = (
     "restore",
     "backups",
     "verify",
+    "snapshot",
+    "diff",
+    "fleet",
 )
+# Commands whose words after ``--`` are passed through (``fleet --slurm -- -N 4``).
+PASSTHROUGH = ("fleet",)
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -106,8 +111,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         words = list(sys.argv[1:] if argv is None else argv)
         command = words[0] if words and words[0] in COMMANDS else None
+        rest: list[str] = []
+        if command in PASSTHROUGH and "--" in words:
+            words, rest = words[: words.index("--")], words[words.index("--") + 1 :]
         parser = build_parser(command)
         args = parser.parse_args(words)
+        if rest:
+            args.passthrough = rest
         if not getattr(args, "func", None):
             parser.print_help(sys.stderr)
             return EXIT_ERROR

@@ -79,6 +79,37 @@ class LibraryAnalysis:
         return self.modules + self.optional
 
 
+@dataclass(frozen=True, slots=True)
+class LibraryUse:
+    """One library name as extension modules request it, and the file the loader gives them."""
+
+    name: str  # as requested (DT_NEEDED)
+    path: str | None  # the object that satisfies it, normalised; None: not found
+    soname: str | None
+    modules: tuple[str, ...]  # the extension modules whose import makes this request
+
+
+def library_uses(analysis: LibraryAnalysis) -> tuple[LibraryUse, ...]:
+    """What each extension module's load resolves every needed name to, grouped by (name,
+    file): the compact record a snapshot keeps, sorted."""
+    found: dict[tuple[str, str | None], tuple[str | None, set[str]]] = {}
+    for closure in analysis.modules:
+        sonames = {o.path: o.soname for o in (*closure.loaded, *closure.search_list)}
+        for res in closure.resolutions:
+            if res.kind != "needed":
+                continue
+            path = os.path.normpath(res.path) if res.path is not None else None
+            soname = sonames.get(res.path) if res.path is not None else None
+            known = found.setdefault((res.name, path), (soname, set()))
+            known[1].add(closure.root)
+    return tuple(
+        LibraryUse(name, path, soname, tuple(sorted(modules)))
+        for (name, path), (soname, modules) in sorted(
+            found.items(), key=lambda i: (i[0][0], i[0][1] or "")
+        )
+    )
+
+
 def native_claims(env: Environment) -> list[str]:
     """Shared objects the environment's RECORDs claim under its site dirs (present or not)."""
     roots = [site.path for site in env.target.site_dirs]

@@ -1,0 +1,96 @@
+"""``libdoctor fleet``: snapshot many machines, diff each against a reference."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from libdoctor.cli import common
+from libdoctor.errors import LibdoctorError
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "fleet",
+        help="which machines' environments differ from the others",
+        description="Take a snapshot on every node (Ray: one task per alive node; Slurm: one "
+        "srun task per node of the allocation) or read snapshot files, and diff each node "
+        "against the reference (the majority, or --reference). Alike nodes share one line. "
+        "Exit 0: every node matches; 1: some node differs or sent nothing; 2: cannot run.",
+    )
+    parser.add_argument(
+        "items",
+        nargs="*",
+        metavar="SNAPSHOT|TARGET",
+        help="snapshot files; with --ray or --slurm, the environment to snapshot on each node "
+        "(default: the node's $VIRTUAL_ENV, else the interpreter that runs libdoctor there)",
+    )
+    engine = parser.add_mutually_exclusive_group()
+    engine.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="run on a Ray cluster (ADDRESS, else $RAY_ADDRESS, else auto); needs libdoctor[ray]",
+    )
+    engine.add_argument(
+        "--slurm",
+        action="store_true",
+        help="run `srun --ntasks-per-node=1` over the allocation; srun options after --",
+    )
+    parser.add_argument(
+        "--shared-dir",
+        metavar="DIR",
+        help="with --slurm: nodes write their snapshots to a new directory in DIR (a file "
+        "system every node sees) instead of stdout",
+    )
+    parser.add_argument("--reference", metavar="NODE", help="compare with this node")
+    parser.add_argument("--deep", action="store_true", help="record and compare file digests")
+    common.add_output_options(parser)
+    parser.set_defaults(func=run, passthrough=[])
+
+
+def _looks_like_address(text: str) -> bool:
+    return text == "auto" or "://" in text or (":" in text and "/" not in text)
+
+
+def gather(args: argparse.Namespace) -> Any:
+    from libdoctor.probe import fleet
+
+    items = list(args.items)
+    if args.ray is not None:
+        address = args.ray or None
+        if address is not None and not _looks_like_address(address):
+            items.insert(0, address)
+            address = None
+        return fleet.ray_snapshots(address, _one_target(items), deep=args.deep)
+    if args.slurm:
+        return fleet.slurm_snapshots(
+            args.passthrough, _one_target(items), deep=args.deep, shared_dir=args.shared_dir
+        )
+    if args.passthrough or args.shared_dir:
+        raise LibdoctorError("srun options and --shared-dir go with --slurm")
+    if not items:
+        raise LibdoctorError("name snapshot files, or --ray or --slurm")
+    return fleet.from_files(items)
+
+
+def _one_target(items: list[str]) -> str | None:
+    if len(items) > 1:
+        raise LibdoctorError(f"one TARGET at most with --ray or --slurm, got {len(items)}")
+    return items[0] if items else None
+
+
+def run(args: argparse.Namespace) -> int:
+    from libdoctor.analysis.diff import compare_fleet
+    from libdoctor.report.fleet import fleet_json, fleet_text
+
+    gathered = gather(args)
+    if not gathered.snapshots:
+        reasons = "; ".join(f"{n}: {r}" for n, r in gathered.failed)
+        raise LibdoctorError(f"no node sent a snapshot ({reasons})")
+    fleet = compare_fleet(gathered.snapshots, args.reference)
+    render = fleet_json if args.json else fleet_text
+    common.write(render(fleet, gathered.failed))
+    differs = fleet.differing or gathered.failed
+    return common.EXIT_FINDINGS if differs else common.EXIT_OK

@@ -1,0 +1,105 @@
+"""``libdoctor snapshot``: an environment's facts as a compact, deterministic JSON record."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from libdoctor.cli import common
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "snapshot",
+        help="record an environment's distributions, files, libraries and findings",
+        description="Write a compact, versioned JSON record of an environment (the same "
+        "environment gives the same bytes), for `libdoctor diff` and `libdoctor fleet`. "
+        "Reads only.",
+    )
+    common.add_target_options(parser)
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write here instead of stdout (gzip when it ends in .gz; {node} is replaced by "
+        "the machine's name: $SLURMD_NODENAME, else the host name)",
+    )
+    add_snapshot_options(parser)
+    parser.add_argument(
+        "--framed",
+        action="store_true",
+        help="write it gzip'd and framed on stdout, for `fleet --slurm` to collect",
+    )
+    parser.set_defaults(func=run)
+
+
+def add_snapshot_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--deep", action="store_true", help="also record each file's digest, verified on disk"
+    )
+    parser.add_argument(
+        "--cache-dir", metavar="DIR", help="hash cache location (default: user cache dir)"
+    )
+    parser.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the hash cache"
+    )
+
+
+def cache_dir(args: argparse.Namespace) -> str | None:
+    if not args.deep or args.no_cache:
+        return None
+    from libdoctor.disk.hashing import default_cache_dir
+
+    return str(args.cache_dir or default_cache_dir())
+
+
+def run(args: argparse.Namespace) -> int:
+    from libdoctor.analysis.snapshot import (
+        encode,
+        frame,
+        node_name,
+        snapshot_target,
+        write_snapshot,
+    )
+
+    target = common.discover_target(args)
+    node = node_name(os.environ)
+    snap = snapshot_target(
+        target, node=node, deep=args.deep, cache_dir=cache_dir(args), environ=os.environ
+    )
+    if args.output:
+        write_snapshot(snap, args.output.replace("{node}", node))
+    elif args.framed:
+        task = os.environ.get("SLURM_PROCID") or str(os.getpid())
+        write_lines(frame(task, node, encode(snap, gzipped=True)))
+    else:
+        write_bytes(encode(snap))
+    return common.EXIT_OK
+
+
+def write_bytes(data: bytes) -> None:
+    """DATA to stdout as it is (the stream's encoding must not touch the JSON's UTF-8)."""
+    sys.stdout.flush()
+    raw = getattr(sys.stdout, "buffer", None)
+    if raw is None:  # a text-only stream (a caller capturing output)
+        common.write(data.decode("utf-8"))
+        return
+    raw.write(data)
+    raw.flush()
+
+
+def write_lines(text: str) -> None:
+    """TEXT to stdout one line per write(2): each line under PIPE_BUF reaches a pipe that
+    other tasks write to as well (srun's stdout, a shared log) whole, never cut."""
+    sys.stdout.flush()
+    try:
+        out = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file: no pipe to share either
+        common.write(text)
+        return
+    for line in text.splitlines(keepends=True):
+        data = line.encode("ascii")
+        while data:
+            data = data[os.write(out, data) :]

@@ -1,0 +1,187 @@
+"""Snapshots from many machines: one per Ray node, one per Slurm node, or files.
+
+The engines only gather: each machine takes its own snapshot (``analysis.snapshot``) of the
+environment named by TARGET, or of its own ``$VIRTUAL_ENV`` / interpreter, and the caller
+compares them (``analysis.diff.compare_fleet``). Ray is imported only here and only when asked
+for (an optional extra); Slurm is ``srun`` run once, its tasks' snapshots framed on stdout
+(``analysis.snapshot.frame``) or written to a shared directory.
+
+Like ``probe``'s children, this runs code elsewhere: libdoctor on every node.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from libdoctor.analysis.snapshot import Snapshot, SnapshotError, decode, read_snapshot, unframe
+from libdoctor.errors import LibdoctorError
+
+
+@dataclass(frozen=True, slots=True)
+class Gathered:
+    """Every node's snapshot by its label, and the nodes that could not give one."""
+
+    snapshots: tuple[tuple[str, Snapshot], ...]
+    failed: tuple[tuple[str, str], ...] = ()  # (node, why)
+
+
+# --------------------------------------------------------------------------- files
+
+
+def from_files(paths: Sequence[str]) -> Gathered:
+    """Each file's snapshot, named by its node field, or by its file name when two files
+    carry the same node name."""
+    snaps = [(path, read_snapshot(path)) for path in paths]
+    nodes = [snap.node for _, snap in snaps]
+    labels = [
+        snap.node if snap.node and nodes.count(snap.node) == 1 else _file_label(path)
+        for path, snap in snaps
+    ]
+    return Gathered(tuple(zip(labels, (snap for _, snap in snaps), strict=True)))
+
+
+def _file_label(path: str) -> str:
+    name = os.path.basename(path)
+    for suffix in (".gz", ".json"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+# --------------------------------------------------------------------------- Slurm
+
+
+def srun_argv(
+    srun_args: Sequence[str],
+    target: str | None,
+    *,
+    deep: bool = False,
+    out: str | None = None,
+    python: str = sys.executable,
+) -> list[str]:
+    """The one srun command: libdoctor's own interpreter snapshotting on every node, each
+    snapshot framed on stdout, or written as OUT (``{node}`` in it: the node's name)."""
+    argv = ["srun", "--ntasks-per-node=1", *srun_args, python, "-m", "libdoctor", "snapshot"]
+    argv += ["--deep"] if deep else []
+    argv += ["-o", out] if out is not None else ["--framed"]
+    argv += [target] if target is not None else []
+    return argv
+
+
+def slurm_snapshots(
+    srun_args: Sequence[str],
+    target: str | None,
+    *,
+    deep: bool = False,
+    shared_dir: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Gathered:
+    """Run srun over the allocation and collect one snapshot per task."""
+    import subprocess
+    import tempfile
+
+    where = None
+    if shared_dir is not None:
+        try:
+            where = tempfile.mkdtemp(prefix="libdoctor-fleet-", dir=shared_dir)
+        except OSError as exc:
+            raise LibdoctorError(f"--shared-dir {shared_dir}: {exc.strerror or exc}") from None
+    out = os.path.join(where, "{node}.json.gz") if where is not None else None
+    argv = srun_argv(srun_args, target, deep=deep, out=out)
+    try:
+        done = subprocess.run(
+            argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, env=environ, check=False
+        )
+    except OSError as exc:
+        raise LibdoctorError(f"cannot run srun: {exc.strerror or exc}") from None
+    if where is not None:
+        names = sorted(n for n in os.listdir(where) if n.endswith(".json.gz"))
+        gathered = from_files([os.path.join(where, n) for n in names])
+    else:
+        frames = unframe(done.stdout.decode("utf-8", "replace"))
+        gathered = Gathered(tuple((node, decode(data, f"node {node}")) for node, data in frames))
+    if not gathered.snapshots:
+        raise LibdoctorError(f"srun exited {done.returncode} and no node sent a snapshot")
+    if done.returncode != 0:
+        why = f"srun exited {done.returncode}"
+        return Gathered(gathered.snapshots, (("(some nodes)", why),))
+    return gathered
+
+
+# --------------------------------------------------------------------------- Ray
+
+TASK_TIMEOUT = 900.0  # seconds a node's snapshot may take (a cold --deep of a torch env: ~1 min)
+
+
+def snapshot_here(target: str | None, deep: bool) -> bytes:
+    """A Ray task's work, on its node: the gzip'd snapshot of TARGET, or of the environment
+    the worker runs in ($VIRTUAL_ENV, else its interpreter). Sequential: a Ray worker has
+    threads, so nothing is forked."""
+    from libdoctor.analysis.snapshot import encode, node_name, snapshot_target
+    from libdoctor.environment.target import discover
+
+    found = discover(target, None, os.environ)
+    node = node_name(os.environ)
+    snap = snapshot_target(found, node=node, deep=deep, environ=os.environ, forked=False)
+    return encode(snap, gzipped=True)
+
+
+def ray_snapshots(address: str | None, target: str | None, *, deep: bool = False) -> Gathered:
+    """One task per alive node, pinned there (NodeAffinitySchedulingStrategy, soft=False)."""
+    from importlib import import_module
+
+    try:  # typed as Any: Ray is an optional extra, absent where the type check runs
+        ray: Any = import_module("ray")
+        strategies: Any = import_module("ray.util.scheduling_strategies")
+    except ImportError:
+        raise LibdoctorError(
+            "--ray needs Ray, which is not installed: pip install 'libdoctor[ray]'"
+        ) from None
+    import logging
+
+    connect = address or os.environ.get("RAY_ADDRESS") or "auto"
+    try:
+        ray.init(address=connect, logging_level=logging.ERROR, log_to_driver=False)
+    except Exception as exc:  # Ray's own types, which vary between releases
+        raise LibdoctorError(f"cannot connect to Ray at {connect}: {_first_line(exc)}") from None
+    try:
+        task = ray.remote(num_cpus=0, max_retries=0)(snapshot_here)
+        nodes = sorted((n for n in ray.nodes() if n.get("Alive")), key=lambda n: n["NodeID"])
+        refs = {
+            _ray_label(node): task.options(
+                scheduling_strategy=strategies.NodeAffinitySchedulingStrategy(
+                    node["NodeID"], soft=False
+                )
+            ).remote(target, deep)
+            for node in nodes
+        }
+        return _gather_ray(ray, refs)
+    finally:
+        ray.shutdown()
+
+
+def _ray_label(node: Mapping[str, object]) -> str:
+    return f"{str(node['NodeID'])[:8]} {node.get('NodeManagerAddress', '?')}"
+
+
+def _gather_ray(ray: Any, refs: Mapping[str, object]) -> Gathered:
+    snapshots = []
+    failed = []
+    for label, ref in refs.items():
+        try:
+            data = ray.get(ref, timeout=TASK_TIMEOUT)
+            snapshots.append((label, decode(data, f"node {label}")))
+        except SnapshotError as exc:
+            failed.append((label, str(exc)))
+        except Exception as exc:  # a task's failure arrives as Ray's own exception types
+            failed.append((label, _first_line(exc)))
+    return Gathered(tuple(snapshots), tuple(failed))
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    last = next((line for line in reversed(lines) if "Error" in line), None)
+    return (last or (lines[0] if lines else type(exc).__name__)).strip()
