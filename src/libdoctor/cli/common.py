@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from libdoctor.findings import CODES, Finding, Severity
 
 if TYPE_CHECKING:
+    from libdoctor.environment.ospackages import SystemPackages
     from libdoctor.environment.target import Target
     from libdoctor.loader.extensions import LoaderContext
 
@@ -56,6 +57,21 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
         help="colour in text output (auto: only on a terminal, never with NO_COLOR)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="list every path")
+
+
+def add_system_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--deep",
+        action="store_true",
+        help="compare each system library's bytes with the md5 its dpkg package recorded",
+    )
+
+
+def system_packages(args: argparse.Namespace) -> SystemPackages:
+    """The system package databases ``why`` and ``tree`` join libraries outside the env to."""
+    from libdoctor.environment.ospackages import SystemPackages
+
+    return SystemPackages(deep=args.deep)
 
 
 def add_filter_options(parser: argparse.ArgumentParser) -> None:
