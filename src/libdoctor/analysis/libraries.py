@@ -26,7 +26,7 @@ def analyse_libraries(
     """The library analysis of TARGET, and the disk view it read (the checks read it again)."""
     env = build_environment(target)
     disk = RealDisk()
-    return analyse(env, disk, loader_context(environ, cwd)), disk
+    return analyse(env, disk, loader_context(environ, cwd, target)), disk
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +55,10 @@ def system_owners(
     packages: SystemPackages | None = None,
 ) -> SystemOwners:
     """Join every library of RESOLUTIONS no distribution of ENV claims to its system package
-    in PACKAGES (the host's by default), and every name not found to the packages listing it."""
+    in PACKAGES (by default those of the system ENV lives in), and every name not found to the
+    packages listing it."""
     if packages is None:
-        packages = SystemPackages()
+        packages = SystemPackages(root=env.target.root)
     owners: dict[str, SystemPackage] = {}
     providers: dict[str, tuple[Provider, ...]] = {}
     for res in resolutions:

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from libdoctor.report.tree import tree_json, tree_text
 
     target = common.discover_target(args)
-    packages = common.system_packages(args)
+    packages = common.system_packages(args, target)
     tree = dependency_tree(target, args.root, os.environ, os.getcwd(), packages=packages)
     if args.json:
         common.write(tree_json(tree, target_dict(target)))

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from libdoctor.report.why import why_json, why_text
 
     target = common.discover_target(args)
-    packages = common.system_packages(args)
+    packages = common.system_packages(args, target)
     why = explain_library(target, args.soname, os.environ, os.getcwd(), packages=packages)
     if args.json:
         common.write(why_json(why, target_dict(target)))

@@ -27,7 +27,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Literal
 
-from libdoctor.environment.paths import realpath_under
+from libdoctor.environment.paths import name_inside, realpath_under
 
 Manager = Literal["dpkg", "rpm"]
 MERGED_TOPS = ("lib", "lib32", "lib64", "libx32", "bin", "sbin")
@@ -78,10 +78,7 @@ class SystemPackages:
 
     def seen_from_inside(self, path: str) -> str:
         """A path on this machine as the system inside ROOT names it."""
-        root = os.path.normpath(self.root)
-        if root == "/":
-            return path
-        return "/" + os.path.relpath(path, root)
+        return name_inside(self.root, path)
 
     def spellings(self, path: str) -> list[str]:
         """PATH and its merged-/usr twin (``/lib/x`` and ``/usr/lib/x``), the twin only when

@@ -57,3 +57,12 @@ def realpath_under(root: str, path: str) -> str:
             done = []
         todo.extend([p for p in link.split("/") if p][::-1])
     return os.path.join(base, *done)
+
+
+def name_inside(root: str, path: str) -> str:
+    """PATH, a path on this machine, as the system mounted at ROOT names it (``ROOT/usr/x``
+    -> ``/usr/x``); a path outside ROOT is taken as already named so."""
+    root = os.path.normpath(root)
+    if root == "/" or not (path == root or path.startswith(root + "/")):
+        return path
+    return "/" + path[len(root) :].lstrip("/")
