@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
+from support.cc import compile_lib, require_gcc
 from support.venvs import Libdoctor, pip_env
-from support.wheels import WheelFactory
+from support.wheels import WheelFactory, extension_suffix
 
 rattler = pytest.importorskip(
     "rattler", reason="py-rattler is not installed (pip install py-rattler)"
@@ -33,6 +34,7 @@ cph = pytest.importorskip(
 PLACEHOLDER = "/opt/anaconda1anaconda2anaconda3"
 SITE = f"lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
 PYFOO_INIT = b"VALUE = 'conda'\n"
+EXT = extension_suffix()
 
 
 def build_package(
@@ -73,12 +75,14 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Any], Path]:
     base = tmp_path_factory.mktemp("conda")
     channel = base / "channel"
     (channel / "noarch").mkdir(parents=True)
+    require_gcc()
+    built = base / "built"
+    built.mkdir()
+    libfoo = compile_lib(built, "libfoo.so.1", soname="libfoo.so.1").read_bytes()
+    # site-packages/pyfoo/ -> $ORIGIN/../../.. is the prefix's lib/, as conda builds set it
+    ext = compile_lib(built, f"_ext{EXT}", needed=["libfoo.so.1"], runpath="$ORIGIN/../../..")
     build_package(
-        channel,
-        "libfoo",
-        "1.0",
-        {"lib/libfoo.so.1": b"\x7fELF\x02\x01\x01 a stand-in", "share/foo.txt": b"hello\n"},
-        (),
+        channel, "libfoo", "1.0", {"lib/libfoo.so.1": libfoo, "share/foo.txt": b"hello\n"}, ()
     )
     build_package(
         channel,
@@ -94,6 +98,7 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Any], Path]:
         "1.0",
         {
             f"{SITE}/pyfoo/__init__.py": PYFOO_INIT,
+            f"{SITE}/pyfoo/_ext{EXT}": ext.read_bytes(),
             f"{dist_info}/METADATA": b"Metadata-Version: 2.1\nName: pyfoo\nVersion: 1.0\n",
             f"{dist_info}/INSTALLER": b"conda\n",
         },
@@ -225,8 +230,26 @@ def test_a_pip_package_that_overwrote_a_conda_file(
 
 
 def test_plan_uninstall_of_a_conda_package(prefix: Path, libdoctor: Libdoctor) -> None:
-    """``plan uninstall`` reads a conda package's files from its record: the library goes."""
-    run = libdoctor("plan", "uninstall", "libfoo", str(prefix), "--json")
-    assert run.rc == 0, run.describe()
-    text = libdoctor("plan", "uninstall", "libfoo", str(prefix)).stdout
+    """``plan uninstall`` reads a conda package's files from its record: the library goes,
+    and the extension module of another conda package that needs it breaks."""
+    run = libdoctor("plan", "uninstall", "libfoo", str(prefix))
+    assert run.rc == 1, run.describe()
+    text = run.stdout
     assert "conda remove libfoo 1.0 would delete 2 files" in text, text
+    assert "libfoo.so.1" in text and "import pyfoo._ext fails" in text, text
+
+
+def test_why_a_conda_library_is_found_and_who_owns_it(prefix: Path, libdoctor: Libdoctor) -> None:
+    why = libdoctor("why", "libfoo.so.1", str(prefix), "--json")
+    assert why.rc == 0, why.describe()
+    (request,) = why.json()["requests"]
+    assert request["via"] == "runpath"
+    assert request["owner"] == [{"name": "libfoo", "version": "1.0"}]
+    tree = libdoctor("tree", "pyfoo._ext", str(prefix)).stdout
+    assert "libfoo.so.1 => " in tree and "(libfoo 1.0)" in tree, tree
+    (prefix / "lib/libfoo.so.1").unlink()
+    run = libdoctor.check(prefix, "--json")
+    codes = sorted(f["code"] for f in run.json()["findings"])
+    assert codes == ["missing-files", "unresolved-library"], run.describe()
+    for finding in run.json()["findings"]:
+        assert finding["fix"]["argv"] == conda_fix(prefix, "libfoo=1.0=0")
