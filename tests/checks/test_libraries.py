@@ -7,6 +7,7 @@ for real, and ``check``, ``why`` and ``tree`` are read back.
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import subprocess
@@ -432,3 +433,63 @@ def test_a_garbage_dynamic_section_is_elf_invalid(
         assert invalid[path]["severity"] == "error", name
         assert reason in invalid[path]["evidence"]["reason"], (name, invalid[path])
     assert "Traceback" not in run.stderr
+
+
+def test_why_and_tree_name_the_system_package_of_a_library_outside_the_env(
+    built: Path, new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor
+) -> None:
+    """libstdc++.so.6 found in the system dirs is owned by its Debian package (``dpkg -S``
+    is the oracle); with --deep its bytes are checked against the md5 dpkg recorded."""
+    import shutil
+
+    if shutil.which("dpkg") is None:
+        pytest.skip("not a Debian system")
+    venv = new_venv("sysowner")
+    module = so(built, f"cxx/_ext{EXT}", needed=["libstdc++.so.6"])
+    install(venv, make_wheel("cxx", "1.0", {"cxx/__init__.py": b"", f"cxx/_ext{EXT}": module}))
+    doc = libdoctor("why", "libstdc++.so.6", venv.path, "--json", "--deep").json()
+    (request,) = doc["requests"]
+    package = request["system_package"]
+    oracle = subprocess.run(
+        ["dpkg", "-S", os.path.realpath(request["path"])], capture_output=True, text=True
+    )
+    assert package["manager"] == "dpkg"
+    assert package["name"] == oracle.stdout.split(": ", 1)[0]
+    assert package["intact"] is True
+    text = libdoctor("tree", "cxx._ext", venv.path).stdout
+    assert f"(dpkg: {package['name']})" in text
+
+
+def test_why_names_the_system_package_that_would_provide_a_missing_library(
+    built: Path, new_venv: VenvFactory, make_wheel: WheelFactory, tmp_path: Path
+) -> None:
+    """A library nothing finds that a dpkg package lists: who would provide it, and whether
+    its file is gone (reinstall the package) or just not on the search path."""
+    from libdoctor.analysis.tree import dependency_tree
+    from libdoctor.analysis.why import explain_library
+    from libdoctor.environment.ospackages import SystemPackages
+    from libdoctor.environment.target import discover
+    from libdoctor.report.tree import tree_text
+    from libdoctor.report.why import why_json, why_text
+
+    venv = new_venv("sysmissing")
+    module = so(built, f"gone/_ext{EXT}", needed=["libdoctor-gone.so.3"])
+    install(venv, make_wheel("gone", "1.0", {"gone/__init__.py": b"", f"gone/_ext{EXT}": module}))
+    root = tmp_path / "image"
+    info = root / "var/lib/dpkg/info"
+    info.mkdir(parents=True)
+    (info / "libgone3:amd64.list").write_text("/.\n/usr/lib/x86_64-linux-gnu/libdoctor-gone.so.3\n")
+    packages = SystemPackages(root=str(root), rpm=None)
+    target = discover(str(venv.path), None, {})
+    why = explain_library(target, "libdoctor-gone.so.3", {}, "/", packages=packages)
+    assert not why.found
+    assert (
+        "dpkg package libgone3:amd64 lists /usr/lib/x86_64-linux-gnu/libdoctor-gone.so.3 "
+        "(missing from disk; apt-get install --reinstall libgone3:amd64)" in why_text(why)
+    )
+    (provider,) = json.loads(why_json(why, {}))["system_providers"]
+    assert (provider["name"], provider["present"]) == ("libgone3:amd64", False)
+    (root / "usr/lib/x86_64-linux-gnu").mkdir(parents=True)
+    (root / "usr/lib/x86_64-linux-gnu/libdoctor-gone.so.3").write_bytes(b"")
+    tree = dependency_tree(target, "gone._ext", {}, "/", packages=packages)
+    assert "on disk, in no directory the loader tried" in tree_text(tree)

@@ -122,11 +122,18 @@ def installed_extras(
     }
 
 
-def loader_context(environ: Mapping[str, str], cwd: str) -> LoaderContext:
-    """The loader's inputs as the user's next ``python`` would get them."""
+def loader_context(
+    environ: Mapping[str, str], cwd: str, target: Target | None = None
+) -> LoaderContext:
+    """The loader's inputs as the user's next ``python`` would get them; for a TARGET inside
+    another system (``--root``), that system's loader configuration, read, and none of the
+    caller's (no ``LD_LIBRARY_PATH``, the root as working directory)."""
     from libdoctor.loader.extensions import LoaderContext
-    from libdoctor.loader.system import probe_loader_system
+    from libdoctor.loader.system import probe_loader_system, read_loader_system
 
+    if target is not None and target.root != "/":
+        system = read_loader_system(target.root, target.python)
+        return LoaderContext(system, None, target.root, root=target.root)
     return LoaderContext(probe_loader_system(), environ.get("LD_LIBRARY_PATH") or None, cwd)
 
 

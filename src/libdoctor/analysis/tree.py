@@ -10,8 +10,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from libdoctor.analysis.libraries import analyse_libraries
+from libdoctor.analysis.libraries import SystemOwners, analyse_libraries, system_owners
 from libdoctor.environment.model import Environment
+from libdoctor.environment.ospackages import SystemPackages
 from libdoctor.environment.target import Target
 from libdoctor.errors import LibdoctorError
 from libdoctor.loader.extensions import LibraryAnalysis, is_python_extension
@@ -25,6 +26,7 @@ class DependencyTree:
     root: str
     closure: Closure
     env: Environment = field(compare=False, repr=False)
+    system: SystemOwners = field(default_factory=SystemOwners, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -58,10 +60,21 @@ def find_root(analysis: LibraryAnalysis, text: str) -> str:
 
 
 def dependency_tree(
-    target: Target, text: str, environ: Mapping[str, str], cwd: str
+    target: Target,
+    text: str,
+    environ: Mapping[str, str],
+    cwd: str,
+    *,
+    packages: SystemPackages | None = None,
 ) -> DependencyTree:
-    """The tree of the file TEXT names, loaded into the process after the interpreter starts."""
+    """The tree of the file TEXT names, loaded into the process after the interpreter starts;
+    each library outside the environment with its system package (see ``explain_library``)."""
     analysis, _ = analyse_libraries(target, environ, cwd)
     root = find_root(analysis, text)
     closure = analysis.loader.import_extension(analysis.process, root)
-    return DependencyTree(root, closure, analysis.env)
+    system = system_owners(
+        analysis.env,
+        (r for r in closure.resolutions if r.kind == "needed"),
+        packages,
+    )
+    return DependencyTree(root, closure, analysis.env, system)

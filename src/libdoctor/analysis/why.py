@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from libdoctor.analysis.libraries import analyse_libraries
+from libdoctor.analysis.libraries import SystemOwners, analyse_libraries, system_owners
 from libdoctor.checks.libraries import (
     Shipped,
     basename_index,
@@ -23,6 +23,7 @@ from libdoctor.checks.libraries import (
 )
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.model import Environment
+from libdoctor.environment.ospackages import SystemPackages
 from libdoctor.environment.target import Target
 from libdoctor.findings import Finding
 from libdoctor.loader.extensions import LibraryAnalysis
@@ -49,6 +50,7 @@ class Explanation:
     shipped: tuple[Shipped, ...]
     findings: tuple[Finding, ...]
     env: Environment = field(compare=False, repr=False)
+    system: SystemOwners = field(default_factory=SystemOwners, compare=False, repr=False)
 
     @property
     def found(self) -> bool:
@@ -57,8 +59,15 @@ class Explanation:
 
 
 def explain_library(
-    target: Target, library: str, environ: Mapping[str, str], cwd: str
+    target: Target,
+    library: str,
+    environ: Mapping[str, str],
+    cwd: str,
+    *,
+    packages: SystemPackages | None = None,
 ) -> Explanation:
+    """LIBRARY in TARGET; a copy found outside the environment is joined to its system
+    package in PACKAGES (the host's by default)."""
     analysis, disk = analyse_libraries(target, environ, cwd)
     env = analysis.env
     requests = with_runtime_loaders(analysis, disk, requests_for(analysis, library))
@@ -70,6 +79,11 @@ def explain_library(
         shipped=tuple(shipped),
         findings=tuple(findings),
         env=env,
+        system=system_owners(
+            env,
+            (r.resolution for r in requests),
+            packages,
+        ),
     )
 
 

@@ -18,7 +18,7 @@ from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, required_names
 from libdoctor.environment.installers import reinstall_argv, steps_fix
 from libdoctor.environment.model import Environment, is_inside
-from libdoctor.environment.paths import display
+from libdoctor.environment.paths import display, is_native
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.loader.extensions import LibraryAnalysis, module_name
 from libdoctor.loader.model import Closure, LoadedObject, Resolution
@@ -144,7 +144,7 @@ def check_libraries(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
         for res in closure.resolutions:
             if res.status != "found" and res.kind == "needed" and res.name not in needed:
                 optional.setdefault(res.name, _Gap(res.name)).requests.append((closure, res))
-    names_index = basename_index(analysis.natives) if (needed or optional) else {}
+    names_index = basename_index(shipping_paths(analysis)) if (needed or optional) else {}
     for name, gap in sorted(needed.items()):
         if is_driver_library(name):
             findings.append(_driver_finding(env, gap, optional=False))
@@ -200,6 +200,24 @@ def _reinstall(env: Environment, dists: Sequence[Distribution]) -> Fix | None:
 
 
 # --- unresolved-library -----------------------------------------------------------------
+
+
+def shipping_paths(analysis: LibraryAnalysis) -> list[str]:
+    """The claimed shared objects that could bring a missing library back: those under the
+    site dirs, and in a conda prefix a conda package's anywhere in it (``lib/``)."""
+    env = analysis.env
+    if not any(d.kind == "conda" for d in env.distributions):
+        return list(analysis.natives)
+    prefix = env.target.prefix
+    outside = [
+        p
+        for p, claims in env.claims.items()
+        if ".so" in p
+        and is_native(p)
+        and is_inside(p, prefix)
+        and any(c.dist.kind == "conda" for c in claims)
+    ]
+    return sorted({*analysis.natives, *outside})
 
 
 def basename_index(paths: Iterable[str]) -> dict[str, list[str]]:

@@ -5,8 +5,10 @@ either deletes them for both), shared-path-identical (same contents; info only).
 
 The fix keeps one claimant, chosen by evidence, in this order: the one the environment
 requires (its installed distributions' requirements, through the extras they are installed
-with); the one built for the CUDA major of an installed framework; the one whose bytes are on
-disk. Never the last installed for being last: without evidence there is no fix.
+with); the one built for the CUDA major of an installed framework; the one conda package
+among pip-installed ones (in a conda prefix pip wrote over conda's file: conda puts it back);
+the one whose bytes are on disk. Never the last installed for being last: without evidence
+there is no fix.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ class Keeper:
     ``dist``, why no evidence decides."""
 
     dist: Distribution | None
-    evidence: str | None  # "requirement" | "cuda-build" | "bytes-on-disk"
+    evidence: str | None  # "requirement" | "cuda-build" | "conda-package" | "bytes-on-disk"
     reason: str  # "required by torchlike (cudnn-a==9.1.0)"
     unmet: tuple[str, ...] = ()  # requirements the removal of the others leaves unmet
 
@@ -230,6 +232,14 @@ def _choose_keeper(
             None,
             f"each is required ({needs}): uninstalling any breaks what requires it, and no "
             "installed framework's CUDA build tells which this environment needs",
+        )
+    conda = [d for d in claimants if d.kind == "conda"]
+    if len(conda) == 1:
+        return Keeper(
+            conda[0],
+            "conda-package",
+            "the conda package's; the others were installed over it, and conda repairs "
+            "its own files",
         )
     if owner is not None:
         return Keeper(owner, "bytes-on-disk", "its bytes are on disk")

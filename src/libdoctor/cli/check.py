@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         workers=args.workers,
         libraries=None
         if args.no_libraries
-        else functools.partial(loader_context, dict(os.environ), os.getcwd()),
+        else functools.partial(loader_context, dict(os.environ), os.getcwd(), target),
     )
     progress = progress_factory(args.deep and sys.stderr.isatty() and not args.json)
     report = run_check(target, options, progress=progress)

@@ -9,9 +9,11 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from libdoctor.errors import LibdoctorError
 from libdoctor.findings import CODES, Finding, Severity
 
 if TYPE_CHECKING:
+    from libdoctor.environment.ospackages import SystemPackages
     from libdoctor.environment.target import Target
     from libdoctor.loader.extensions import LoaderContext
 
@@ -40,6 +42,14 @@ def add_target_options(parser: argparse.ArgumentParser, *, positional: bool = Tr
             "$VIRTUAL_ENV, else $CONDA_PREFIX, else the interpreter running libdoctor)",
         )
     parser.add_argument(
+        "--root",
+        dest="image_root",
+        metavar="DIR",
+        help="read TARGET inside the system mounted at DIR (an image, a chroot): its loader "
+        "configuration and packages too; nothing of the host, and nothing from DIR runs "
+        "(check, why and tree only)",
+    )
+    parser.add_argument(
         "--python",
         metavar="PATH",
         help="inspect the environment of this interpreter (run as `-I -S`: no site hooks); "
@@ -56,6 +66,22 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
         help="colour in text output (auto: only on a terminal, never with NO_COLOR)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="list every path")
+
+
+def add_system_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--deep",
+        action="store_true",
+        help="compare each system library's bytes with the md5 its dpkg package recorded",
+    )
+
+
+def system_packages(args: argparse.Namespace, target: Target) -> SystemPackages:
+    """The package databases of the system TARGET lives in, that ``why`` and ``tree`` join
+    libraries outside the environment to."""
+    from libdoctor.environment.ospackages import SystemPackages
+
+    return SystemPackages(root=target.root, deep=args.deep)
 
 
 def add_filter_options(parser: argparse.ArgumentParser) -> None:
@@ -135,10 +161,28 @@ def use_color(args: argparse.Namespace) -> bool:
     return sys.stdout.isatty()
 
 
-def discover_target(args: argparse.Namespace) -> Target:
-    from libdoctor.environment.target import discover
+READ_ONLY_COMMANDS = ("check", "why", "tree")
 
-    return discover(getattr(args, "target", None), args.python, os.environ)
+
+def refuse_root(args: argparse.Namespace) -> None:
+    """Only the commands that read and run nothing take ``--root``."""
+    if getattr(args, "image_root", None) is not None and args.command not in READ_ONLY_COMMANDS:
+        raise LibdoctorError(
+            f"--root: {args.command} would run code from the root or change it; "
+            f"only {', '.join(READ_ONLY_COMMANDS)} read an environment inside a root"
+        )
+
+
+def discover_target(args: argparse.Namespace) -> Target:
+    from libdoctor.environment.target import discover, under_root
+
+    root = getattr(args, "image_root", None)
+    if root is None:
+        return discover(getattr(args, "target", None), args.python, os.environ)
+    refuse_root(args)
+    if args.python is not None or getattr(args, "target", None) is None:
+        raise LibdoctorError("--root needs TARGET (the path inside the root), not --python")
+    return under_root(root, args.target)
 
 
 def exit_code(findings: Sequence[Finding], fail_on: str) -> int:

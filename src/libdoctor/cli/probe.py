@@ -77,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise LibdoctorError("--timeout must be positive")
     modules, target_arg = split_names(args.names)
+    common.refuse_root(args)
     target = discover(target_arg, args.python, os.environ)
 
     def starting(chosen: Sequence[str], python: str) -> None:

@@ -19,6 +19,7 @@ def register(sub: Any) -> None:
     parser.add_argument("root", metavar="FILE|MODULE")
     common.add_target_options(parser)
     common.add_output_options(parser)
+    common.add_system_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -28,7 +29,8 @@ def run(args: argparse.Namespace) -> int:
     from libdoctor.report.tree import tree_json, tree_text
 
     target = common.discover_target(args)
-    tree = dependency_tree(target, args.root, os.environ, os.getcwd())
+    packages = common.system_packages(args, target)
+    tree = dependency_tree(target, args.root, os.environ, os.getcwd(), packages=packages)
     if args.json:
         common.write(tree_json(tree, target_dict(target)))
     else:

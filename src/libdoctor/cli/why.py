@@ -19,6 +19,7 @@ def register(sub: Any) -> None:
     parser.add_argument("soname", metavar="SONAME", help="e.g. libcudnn.so.9")
     common.add_target_options(parser)
     common.add_output_options(parser)
+    common.add_system_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -28,7 +29,8 @@ def run(args: argparse.Namespace) -> int:
     from libdoctor.report.why import why_json, why_text
 
     target = common.discover_target(args)
-    why = explain_library(target, args.soname, os.environ, os.getcwd())
+    packages = common.system_packages(args, target)
+    why = explain_library(target, args.soname, os.environ, os.getcwd(), packages=packages)
     if args.json:
         common.write(why_json(why, target_dict(target)))
     else:

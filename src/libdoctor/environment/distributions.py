@@ -1,14 +1,31 @@
-"""Installed distributions (dist-info and egg-info) read into frozen values."""
+"""Installed distributions (dist-info, egg-info and conda-meta records) read into frozen values.
+
+A conda package is a distribution like a pip one: its ``conda-meta/<name>-<version>-<build>.json``
+lists every path it installed, relative to the prefix, with its sha256 and size
+(``paths_data``). A file with a ``prefix_placeholder`` was rewritten at install (the build
+prefix replaced by this one): its recorded sha256 and, for a text file, its size are the
+package's, not the installed file's; newer conda records the installed file's
+``sha256_in_prefix`` (and rattler ``sha256_in_prefix`` too), which is what is checked then.
+Without it such a file is checked for presence only, as conda itself can do no more. A
+softlink, and what conda writes at install (``pyc_file``, entry point scripts), is checked
+for presence, a directory entry not at all. The package's Python
+metadata (its own ``.dist-info``, INSTALLER ``conda``) gives the distribution its Python
+name, version and requirements; that dist-info is then part of the conda package, not a
+second distribution.
+"""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from libdoctor.environment.record import (
     ParsedRecord,
+    RecordEntry,
     RecordProblem,
     parse_installed_files,
     parse_record,
@@ -39,6 +56,7 @@ class Distribution:
     requires_dist: tuple[str, ...]
     record: ParsedRecord | None  # None: no file list at all
     record_error: str | None  # why the file list is unusable (missing, unreadable, empty)
+    conda_spec: str | None = None  # a conda package: its ``name=version=build``
 
     @property
     def display(self) -> str:
@@ -244,7 +262,114 @@ def scan_target(target: Target, only_containing: str | None = None) -> list[Dist
     dists: list[Distribution] = []
     for site in target.site_dirs:
         dists.extend(scan_site(site, only_containing))
+    conda = scan_conda(target, only_containing)
+    if not conda:
+        return dists
+    owned = {d.metadata_dir for d in conda}
+    return [d for d in dists if d.metadata_dir not in owned] + conda
+
+
+def scan_conda(target: Target, only_containing: str | None = None) -> list[Distribution]:
+    """The conda packages of TARGET's prefix (``conda-meta/*.json``), sorted by file name."""
+    meta = os.path.join(target.prefix, "conda-meta")
+    try:
+        names = sorted(n for n in os.listdir(meta) if n.endswith(".json"))
+    except OSError:
+        return []
+    site = next(
+        (s for s in target.site_dirs if s.prefix == target.prefix and not s.inherited),
+        SiteDir(target.prefix, target.prefix),
+    )
+    dists = []
+    for name in names:
+        try:
+            record = json.loads(_read(os.path.join(meta, name)) or b"null")
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("name"):
+            dists.append(_conda_dist(site, target.prefix, os.path.join(meta, name), record))
+    if only_containing is not None:
+        dists = [_only(d, only_containing) for d in dists]
     return dists
+
+
+def _conda_dist(site: SiteDir, prefix: str, path: str, record: dict[str, object]) -> Distribution:
+    entries = tuple(_conda_entries(record))
+    python = _python_metadata_dir(prefix, entries)
+    meta = Metadata(str(record["name"]), str(record.get("version", "")), ())
+    if python is not None:
+        data = _safe_read(os.path.join(python, "METADATA"))
+        found = parse_metadata(data) if data is not None else meta
+        meta = Metadata(found.name or meta.name, found.version or meta.version, found.requires_dist)
+    return Distribution(
+        name=meta.name,
+        version=meta.version,
+        key=canonicalize_name(meta.name),
+        metadata_dir=python or path,
+        kind="conda",
+        site=site,
+        base_dir=prefix,
+        installer="conda",
+        requires_dist=meta.requires_dist,
+        record=ParsedRecord(entries, ()),
+        record_error=None,
+        conda_spec=f"{record['name']}={record.get('version', '')}={record.get('build', '')}",
+    )
+
+
+def _conda_entries(record: dict[str, object]) -> Iterable[RecordEntry]:
+    """Each installed path of a conda record, with what can be checked of its bytes."""
+    paths_data = record.get("paths_data")
+    rows = paths_data.get("paths") if isinstance(paths_data, dict) else None
+    if not isinstance(rows, list):
+        files = record.get("files")
+        for name in files if isinstance(files, list) else ():
+            yield RecordEntry(str(name), None, None)
+        return
+    for row in rows:
+        if not isinstance(row, dict) or row.get("path_type") == "directory":
+            continue
+        path = str(row.get("_path", ""))
+        if row.get("path_type", "hardlink") != "hardlink":
+            # a softlink, or written by conda at install (pyc_file, an entry point script):
+            # no bytes of the package to compare with
+            yield RecordEntry(path, None, None)
+        elif row.get("prefix_placeholder"):
+            binary = row.get("file_mode") == "binary"  # padded in place: same size
+            size = row.get("size_in_bytes") if binary else None
+            yield RecordEntry(path, _conda_hash(row.get("sha256_in_prefix")), _int(size))
+        else:
+            yield RecordEntry(path, _conda_hash(row.get("sha256")), _int(row.get("size_in_bytes")))
+
+
+def _conda_hash(digest: object) -> str | None:
+    """conda's hex sha256 spelled as RECORD spells it."""
+    if not isinstance(digest, str) or len(digest) != 64:
+        return None
+    try:
+        raw = bytes.fromhex(digest)
+    except ValueError:
+        return None
+    return "sha256=" + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _python_metadata_dir(prefix: str, entries: tuple[RecordEntry, ...]) -> str | None:
+    """The package's own ``.dist-info`` (its Python name, version and requirements)."""
+    for entry in entries:
+        head, _, name = entry.path.rpartition("/")
+        if name == "METADATA" and head.endswith(".dist-info") and "site-packages/" in head:
+            return os.path.join(prefix, head)
+    return None
+
+
+def _only(dist: Distribution, needle: str) -> Distribution:
+    assert dist.record is not None
+    entries = tuple(e for e in dist.record.entries if needle in e.path)
+    return replace(dist, record=ParsedRecord(entries, ()))
 
 
 def record_problems(dist: Distribution) -> Iterable[RecordProblem]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import glob
 import os
 import shlex
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,26 @@ def has_python(dist: Distribution, target: Target) -> bool:
 
 def requirement(dist: Distribution) -> str:
     return f"{dist.name}=={dist.version}"
+
+
+CONDA_TOOLS = ("conda", "mamba", "micromamba")
+
+
+def conda_exe(prefix: str) -> str:
+    """The conda that manages PREFIX: its own ``bin/`` (the base env), the base env above
+    ``envs/NAME``, then ``$PATH``; ``conda`` when none is found (the fix is then a name)."""
+    parent = os.path.dirname(os.path.normpath(prefix))
+    bases = [prefix] + ([os.path.dirname(parent)] if os.path.basename(parent) == "envs" else [])
+    for base in bases:
+        for tool in CONDA_TOOLS:
+            candidate = os.path.join(base, "bin", tool)
+            if os.access(candidate, os.X_OK):
+                return candidate
+    for tool in CONDA_TOOLS:
+        found = shutil.which(tool)
+        if found:
+            return found
+    return "conda"
 
 
 def _installer(dist: Distribution) -> str:
@@ -139,14 +160,14 @@ def reinstall_argv(dist: Distribution, target: Target) -> tuple[str, ...]:
         )
     if installer == "conda":
         return (
-            "conda",
+            conda_exe(dist.site.prefix),
             "install",
             "--yes",
             "--prefix",
             dist.site.prefix,
             "--force-reinstall",
             "--no-deps",
-            f"{dist.name}={dist.version}",
+            dist.conda_spec or f"{dist.name}={dist.version}",
         )
     if folder:
         # pip installs a --target folder through a scratch dir and moves each top-level
@@ -185,7 +206,16 @@ def uninstall_argv(dist: Distribution, target: Target) -> tuple[str, ...]:
         into = ("--target", folder) if folder else ()
         return ("uv", "pip", "uninstall", *into, "--python", python, dist.name)
     if installer == "conda":
-        return ("conda", "remove", "--yes", "--prefix", dist.site.prefix, "--force", dist.name)
+        name = dist.conda_spec.split("=")[0] if dist.conda_spec else dist.name
+        return (
+            conda_exe(dist.site.prefix),
+            "remove",
+            "--yes",
+            "--prefix",
+            dist.site.prefix,
+            "--force",
+            name,
+        )
     if folder:
         return (NO_PIP_UNINSTALL, dist.name)
     return (python, "-m", "pip", "uninstall", "--yes", dist.name)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from libdoctor.environment.paths import realpath_under
 from libdoctor.errors import TargetError
 
 _PYDIR = re.compile(r"^python(\d+)\.(\d+)t?$")
@@ -50,6 +51,10 @@ class Target:
     # installs go into it with ``--target``. What its wheels were built for, in words.
     target_dir: str | None = None
     built_for: str = ""
+    # The directory the system inside which this environment is read (a mounted image or
+    # chroot, ``--root``): its loader configuration and packages are read there, nothing
+    # of the host's, and none of its code runs. "/" for the running system.
+    root: str = "/"
 
     @property
     def site_packages(self) -> tuple[str, ...]:
@@ -600,6 +605,31 @@ def _rebased(path: str, old: str, new: str) -> str:
     if old != new and path.startswith(old.rstrip(os.sep) + os.sep):
         return os.path.join(new, os.path.relpath(path, old))
     return path
+
+
+def under_root(root: str, target: str) -> Target:
+    """TARGET, a path as the system inside ROOT names it (``/opt/venv``), read in ROOT: every
+    symlink resolved with ROOT as ``/``, and the interpreter and any inherited site dir
+    taken inside ROOT too, never the host's."""
+    base = os.path.realpath(root)
+    if not os.path.isdir(base):
+        raise TargetError(f"--root {root} is not a directory")
+    found = from_directory(Path(realpath_under(base, target)), "argument")
+
+    def inside(path: str) -> str:
+        return path if os.path.commonpath([path, base]) == base else realpath_under(base, path)
+
+    sites = tuple(
+        replace(site, path=inside(site.path), prefix=inside(site.prefix))
+        for site in found.site_dirs
+    )
+    python = inside(found.python) if found.python is not None else None
+    return replace(
+        found,
+        site_dirs=tuple(s for s in sites if os.path.isdir(s.path)),
+        python=python,
+        root=base,
+    )
 
 
 def discover(target: str | None, python: str | None, environ: Mapping[str, str]) -> Target:

@@ -19,7 +19,7 @@ from libdoctor.elf.dynamic import ElfFormatError
 from libdoctor.elf.symbols import defines_symbol
 from libdoctor.environment.model import Environment, is_inside
 from libdoctor.environment.paths import is_native
-from libdoctor.loader.fs import FileId, Inspection, LoaderFS, RealFS
+from libdoctor.loader.fs import FileId, Inspection, LoaderFS, RealFS, RootedFS
 from libdoctor.loader.model import Closure, Process, SearchConfig
 from libdoctor.loader.search import Loader
 from libdoctor.loader.strings import is_extension_module
@@ -33,6 +33,7 @@ class LoaderContext:
     system: LoaderSystem
     ld_library_path: str | None
     cwd: str
+    root: str = "/"  # the system the files are read in (``--root``): see ``RootedFS``
 
 
 class HidingFS:
@@ -123,7 +124,7 @@ def native_claims(env: Environment) -> list[str]:
 
 
 def analyse(env: Environment, disk: Disk, context: LoaderContext) -> LibraryAnalysis:
-    fs: LoaderFS = RealFS()
+    fs: LoaderFS = RealFS() if context.root == "/" else RootedFS(context.root)
     if disk.removed:
         fs = HidingFS(fs, disk.removed)
     loader = Loader(SearchConfig(context.system, context.ld_library_path, context.cwd), fs=fs)

@@ -14,8 +14,17 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from libdoctor.elf.dynamic import ElfFormatError, ElfInfo, read_elf
+from libdoctor.environment.paths import name_inside, realpath_under
 
-__all__ = ["EHDR64_SIZE", "FileId", "Inspection", "InspectionKind", "LoaderFS", "RealFS"]
+__all__ = [
+    "EHDR64_SIZE",
+    "FileId",
+    "Inspection",
+    "InspectionKind",
+    "LoaderFS",
+    "RealFS",
+    "RootedFS",
+]
 
 InspectionKind = Literal["missing", "denied", "directory", "file", "unreadable"]
 
@@ -116,6 +125,29 @@ class RealFS:
 
     def realpath(self, path: str) -> str:
         return os.path.realpath(path)
+
+
+class RootedFS(RealFS):
+    """RealFS for a system mounted at ROOT (an image, a chroot): each path is a path on this
+    machine under ROOT, opened the way the loader inside ROOT would open it, every symlink
+    (``/usr/lib/...`` absolute ones too) resolved with ROOT as ``/``, never into the host."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__()
+        self.root = os.path.normpath(root)
+
+    def inside(self, path: str) -> str:
+        """PATH on this machine, resolved in ROOT (a path outside ROOT is taken as ROOT's)."""
+        return realpath_under(self.root, name_inside(self.root, path))
+
+    def entries(self, directory: str) -> frozenset[str] | None:
+        return super().entries(self.inside(directory))
+
+    def inspect(self, path: str) -> Inspection:
+        return super().inspect(self.inside(path))
+
+    def realpath(self, path: str) -> str:
+        return self.inside(path)
 
 
 def _read_head(path: str) -> bytes:

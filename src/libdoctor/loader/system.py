@@ -30,7 +30,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from libdoctor.elf.dynamic import (
     ELFCLASS64,
@@ -40,6 +40,7 @@ from libdoctor.elf.dynamic import (
     ElfFormatError,
     read_elf,
 )
+from libdoctor.environment.paths import name_inside, realpath_under
 from libdoctor.loader.ldcache import LdCache, LdCacheError, load_ld_cache
 
 __all__ = [
@@ -49,6 +50,8 @@ __all__ = [
     "legacy_subdirs_from",
     "parse_loader_help",
     "probe_loader_system",
+    "read_loader_system",
+    "rebased_cache",
 ]
 
 LIB_MARKER = "/@libdoctor-lib@/"
@@ -274,6 +277,50 @@ def probe_loader_system(
     )
 
 
+def read_loader_system(root: str, interpreter: str | None) -> LoaderSystem:
+    """The loader of the system inside ROOT (a mounted image or chroot), read, never run:
+    its path from INTERPRETER's PT_INTERP, the default dirs and $LIB guessed from where that
+    loader lives (as ``_fallback`` does), and ROOT's own ``etc/ld.so.cache``. Every directory
+    and cache path is rebased into ROOT, so no answer can name a file of the host. What is
+    not known without running the loader (its hwcaps subdirectories, $PLATFORM) is left out
+    and said in ``problems``."""
+    problems: list[str] = []
+    exe = realpath_under(root, name_inside(root, interpreter)) if interpreter else ""
+    elf_class, machine, interp = _process_identity(exe, problems)
+    loader = interp or next(
+        (p for p in KNOWN_LOADERS if os.path.lexists(os.path.join(root, p.lstrip("/")))), ""
+    )
+    if not interp:
+        problems.append(f"{interpreter or 'the interpreter'} names no loader (PT_INTERP)")
+    flags = cache_flags_for(elf_class, machine) or frozenset({0x0001, _FLAG_LIBC6})
+    cache = _load_cache(os.path.join(root, "etc/ld.so.cache"), problems)
+    dirs, lib = _guess_from_location(loader, root)
+    dirs = dirs or ("/lib", "/usr/lib")  # glibc's own defaults, when no loader says more
+    problems.append(
+        f"read inside {root}: default dirs and $LIB guessed from the loader's location, "
+        "hwcaps subdirs and $PLATFORM unknown (the image's loader is not run)"
+    )
+    return LoaderSystem(
+        loader_path=os.path.join(root, loader.lstrip("/")) if loader else "",
+        default_dirs=tuple(os.path.join(root, d.lstrip("/")) for d in dirs),
+        hwcaps_subdirs=(),
+        legacy_subdirs=(),
+        platform=None,
+        lib=lib,
+        cache=rebased_cache(cache, root),
+        elf_class=elf_class,
+        machine=machine,
+        cache_flags=flags,
+        problems=tuple(problems),
+    )
+
+
+def rebased_cache(cache: LdCache, root: str) -> LdCache:
+    """CACHE with each entry's path under ROOT."""
+    entries = tuple(replace(e, path=os.path.join(root, e.path.lstrip("/"))) for e in cache.entries)
+    return LdCache(entries, cache.generator)
+
+
 def _choose_loader(exe: str, loader_path: str | None, problems: list[str]) -> tuple[str, int, int]:
     """(loader, elf_class, machine): LOADER_PATH, else EXE's PT_INTERP, else a known loader.
 
@@ -352,19 +399,21 @@ def _load_cache(path: str, problems: list[str]) -> LdCache:
     return LdCache(entries=())
 
 
-def _guess_from_location(loader: str) -> tuple[tuple[str, ...], str]:
+def _guess_from_location(loader: str, root: str = "/") -> tuple[tuple[str, ...], str]:
     """(default dirs, $LIB) guessed from where the loader's canonical path points.
 
     glibc's system dirs are slibdir and libdir, and the canonical loader path is a
     symlink into slibdir (Debian: /lib64/ld-linux-x86-64.so.2 -> /lib/x86_64-linux-gnu/...;
     RHEL: a file in /lib64; Arch: -> /usr/lib/...). Debian's multiarch patch adds /lib and
-    /usr/lib and makes $LIB "lib/<triplet>"; upstream $LIB is basename(slibdir).
+    /usr/lib and makes $LIB "lib/<triplet>"; upstream $LIB is basename(slibdir). LOADER is
+    the path as the system inside ROOT names it.
     """
-    if not loader or not os.path.exists(loader):
+    here = os.path.join(root, loader.lstrip("/"))
+    if not loader or not os.path.exists(realpath_under(root, loader)):
         return (), "lib"
     target = loader
     try:
-        link = os.readlink(loader)
+        link = os.readlink(here)
     except OSError:
         link = None
     if link is not None:

@@ -254,7 +254,8 @@ def _removal_lines(plan: Plan, verbose: bool) -> list[Line]:
     for removal in plan.removals:
         lines.append(
             Line.of(
-                f"pip uninstall {removal.dist.display} would delete "
+                f"{'conda remove' if removal.dist.kind == 'conda' else 'pip uninstall'} "
+                f"{removal.dist.display} would delete "
                 f"{plural(len(removal.files), 'file')} and "
                 f"{plural(len(removal.dirs), 'directory', 'directories')}",
                 "bold",

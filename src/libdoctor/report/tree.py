@@ -11,9 +11,16 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.environment.paths import display
-from libdoctor.report.libraries import owner_label, resolution_dict, short, via_label
+from libdoctor.report.libraries import (
+    owner_label,
+    provider_lines,
+    resolution_dict,
+    short,
+    via_label,
+)
 
 if TYPE_CHECKING:
+    from libdoctor.analysis.libraries import SystemOwners
     from libdoctor.analysis.tree import DependencyTree
     from libdoctor.environment.model import Environment
     from libdoctor.loader.model import Closure, Resolution
@@ -28,7 +35,7 @@ def tree_json(tree: DependencyTree, target: Mapping[str, Any]) -> str:
                 "root_error": tree.closure.root_error,
                 "target": target,
                 "libraries": [
-                    resolution_dict(tree.env, res)
+                    resolution_dict(tree.env, res, tree.system)
                     for res in tree.closure.resolutions
                     if res.kind == "needed"
                 ],
@@ -40,10 +47,12 @@ def tree_json(tree: DependencyTree, target: Mapping[str, Any]) -> str:
 
 
 def tree_text(tree: DependencyTree) -> str:
-    return "\n".join(render_tree(tree.env, tree.closure)) + "\n"
+    return "\n".join(render_tree(tree.env, tree.closure, tree.system)) + "\n"
 
 
-def render_tree(env: Environment, closure: Closure) -> list[str]:
+def render_tree(
+    env: Environment, closure: Closure, system: SystemOwners | None = None
+) -> list[str]:
     owner = owner_label(env, closure.root)
     lines = [short(env, closure.root) + (f"  [{owner}]" if owner else "")]
     if closure.root_error:
@@ -63,9 +72,11 @@ def render_tree(env: Environment, closure: Closure) -> list[str]:
             branch = "└── " if last else "├── "
             if res.status != "found":
                 lines.append(f"{indent}{branch}{res.name}  NOT FOUND ({res.reason})")
+                providers = system.providers.get(res.name, ()) if system is not None else ()
+                lines.extend(provider_lines(providers, indent + ("    " if last else "│   ")))
                 continue
             path = res.path or ""
-            label = owner_label(env, path)
+            label = owner_label(env, path, system)
             how = via_label(env, res)
             expand = loaded_by.get(path) == requester and path not in shown
             note = "" if expand or res.via == "loaded" else "  (see above)"

@@ -14,11 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from libdoctor.environment.paths import display
 from libdoctor.report.json import finding_dict
-from libdoctor.report.libraries import owner_label, resolution_dict, short, via_label
+from libdoctor.report.libraries import (
+    owner_label,
+    provider_lines,
+    resolution_dict,
+    short,
+    via_label,
+)
 
 if TYPE_CHECKING:
     from libdoctor.analysis.why import Explanation, Request
-    from libdoctor.environment.model import Environment
 
 
 def why_json(why: Explanation, target: Mapping[str, Any]) -> str:
@@ -29,7 +34,7 @@ def why_json(why: Explanation, target: Mapping[str, Any]) -> str:
         "target": target,
         "requests": [
             {
-                **resolution_dict(env, request.resolution),
+                **resolution_dict(env, request.resolution, why.system),
                 "root": display(request.root),
                 "optional": request.optional,
                 **(
@@ -47,6 +52,10 @@ def why_json(why: Explanation, target: Mapping[str, Any]) -> str:
             for request in why.requests
         ],
         "shipped_by": [item.evidence() for item in why.shipped],
+        "system_providers": [
+            {**p.package.evidence(), "present": p.present}
+            for p in why.system.providers.get(why.library, ())
+        ],
         "findings": [finding_dict(f) for f in why.findings],
     }
     return json.dumps(document, indent=2) + "\n"
@@ -60,7 +69,7 @@ def why_text(why: Explanation) -> str:
             f"Nothing in the environment needs {why.library} (no DT_NEEDED entry names it)."
         )
     for request in why.requests:
-        lines += request_lines(env, request)
+        lines += request_lines(why, request)
     lines += shipped_lines(why)
     for finding in why.findings:
         lines.append(f"{finding.code}: {display(finding.message)}")
@@ -69,8 +78,9 @@ def why_text(why: Explanation) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def request_lines(env: Environment, request: Request) -> list[str]:
+def request_lines(why: Explanation, request: Request) -> list[str]:
     """Who asks, what it got, and every directory the loader tried, in order."""
+    env = why.env
     res = request.resolution
     context = (
         "not loaded by any extension module (loaded on demand, if ever)"
@@ -82,7 +92,7 @@ def request_lines(env: Environment, request: Request) -> list[str]:
         f"needed by {short(env, res.requester)}" + (f" ({owner})" if owner else "") + f", {context}"
     ]
     if res.status == "found":
-        found_owner = owner_label(env, res.path)
+        found_owner = owner_label(env, res.path, why.system)
         lines.append(
             f"  found: {display(res.path or '')} via {via_label(env, res)}"
             + (f" ({found_owner})" if found_owner else "")
@@ -96,6 +106,7 @@ def request_lines(env: Environment, request: Request) -> list[str]:
         lines.append(f"  (the loader alone would not: {res.reason})")
     else:
         lines.append(f"  NOT FOUND: {res.reason}")
+        lines += provider_lines(why.system.providers.get(res.name, ()), "  ")
     if res.searched:
         lines.append("  searched, in order:")
         cache_listed = any(s.source == "cache" for s in res.searched)
