@@ -17,6 +17,7 @@ from libdoctor.analysis.fork import Later, started_in_child
 from libdoctor.analysis.run import (
     CheckOptions,
     Report,
+    cache_findings,
     compute_digests,
     model_and_states,
     native_checks,
@@ -48,7 +49,7 @@ def run_check(
         if later is not None:  # the child's stack checks may wait for these
             _send_digests(later, digests)
         hashing = stats.as_dict()
-    findings = check_files(env, disk, digests) + native()
+    findings = check_files(env, disk, digests) + native() + cache_findings(env, options.caches)
     return report_of(target, env, disk, findings, hashing, digests)
 
 

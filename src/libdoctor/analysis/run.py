@@ -33,6 +33,9 @@ class CheckOptions:
     # None: skip the loader checks. A callable is called where the checks run (possibly a
     # forked child), so the parent never pays for probing the loader or importing it.
     libraries: LoaderContext | Callable[[], LoaderContext] | None = None
+    # The variables the target's tools run with, to find their compile caches (one bounded
+    # look, ``stack.caches.quick_stale``); None: caches are not looked at.
+    caches: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +123,20 @@ def run_check(
         digests, stats = compute_digests(env, disk, options, progress, states)
         hashing = stats.as_dict()
     findings = run_checks(env, disk, digests, options.libraries)
+    findings += cache_findings(env, options.caches)
     return report_of(target, env, disk, findings, hashing, digests)
+
+
+def cache_findings(env: Environment, environ: Mapping[str, str] | None) -> list[Finding]:
+    """At most one ``stale-caches`` line: the compile caches of the target's tools holding
+    entries recorded for other versions than the target's (a bounded look)."""
+    if environ is None:
+        return []
+    from libdoctor.checks.caches import stale_summary
+    from libdoctor.stack.caches import Versions, quick_stale
+
+    versions = Versions.of(env.target, env.distributions)
+    return stale_summary(quick_stale(environ, env.target, versions), env.target.prefix)
 
 
 def model_and_states(target: Target, disk: Disk) -> tuple[Environment, list[FileState] | None]:

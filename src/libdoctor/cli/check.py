@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         libraries=None
         if args.no_libraries
         else functools.partial(loader_context, dict(os.environ), os.getcwd()),
+        caches=dict(os.environ),
     )
     progress = progress_factory(args.deep and sys.stderr.isatty() and not args.json)
     report = run_check(target, options, progress=progress)

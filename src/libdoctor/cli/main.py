@@ -32,6 +32,7 @@ COMMANDS = (
     "restore",
     "backups",
     "verify",
+    "caches",
 )
 
 
