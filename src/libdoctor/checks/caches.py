@@ -32,7 +32,8 @@ def stale_entry_findings(scans: Sequence[CacheScan], prefix: str) -> list[Findin
             message = (
                 f"{scan.kind} cache {scan.root}: {len(entries)} "
                 f"{'entry' if len(entries) == 1 else 'entries'} ({size_text(size)}) "
-                f"{'; '.join(reasons)}. This environment never uses them."
+                f"{'; '.join(reasons)}. This environment never reads them (an environment "
+                "on those versions may)."
             )
             findings.append(
                 Finding(
@@ -60,7 +61,7 @@ def stale_summary(hits: Sequence[QuickHit], prefix: str) -> list[Finding]:
     parts = []
     for hit in hits:
         count = f"{hit.stale}" if hit.complete else f"at least {hit.stale}"
-        parts.append(f"{hit.kind} ({hit.root}): {count} {'; '.join(hit.reasons)}")
+        parts.append(f"{hit.kind} {hit.root}: {count} ({', '.join(hit.reasons)})")
     message = (
         f"Compile caches this environment uses hold entries built for other versions: "
         f"{'; '.join(parts)}. `libdoctor caches {prefix}` lists them."

@@ -653,7 +653,7 @@ def judge(recorded: Iterable[Recorded], versions: Versions) -> tuple[str, ...]:
         now = versions.value(item.what)
         if now is not None and now != item.value:
             have = Recorded(item.what, now, "").display
-            why.append(f"built for {item.display} ({item.where}); this environment has {have}")
+            why.append(f"built for {item.display}; this environment has {have}")
     return tuple(why)
 
 
@@ -713,7 +713,7 @@ class QuickHit:
     stale: int
     looked_at: int
     complete: bool  # every entry of the root was looked at
-    reasons: tuple[str, ...]
+    reasons: tuple[str, ...]  # what the stale entries were built for: "triton 3.4.0"
 
 
 def quick_stale(environ: Mapping[str, str], target: Target, versions: Versions) -> list[QuickHit]:
@@ -742,7 +742,7 @@ def quick_stale(environ: Mapping[str, str], target: Target, versions: Versions) 
             why = judge(found.reader(found.path, found.name), versions)
             if why:
                 stale += 1
-                reasons.update(w.partition(" (")[0] for w in why)
+                reasons.update(w.partition(";")[0].removeprefix("built for ") for w in why)
         if stale:
             hits.append(
                 QuickHit(kind.name, root.path, stale, looked, complete, tuple(sorted(reasons)))
