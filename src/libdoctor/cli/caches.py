@@ -14,10 +14,15 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from libdoctor.cli import common
+
+if TYPE_CHECKING:
+    from libdoctor.environment.target import Target
+    from libdoctor.repair.caches import Cleared
+    from libdoctor.stack.caches import CacheScan, Entry, Versions
 
 
 def register(sub: Any) -> None:
@@ -128,7 +133,9 @@ def run(args: argparse.Namespace) -> int:
     return _show(args, target, versions, scans)
 
 
-def _show(args: argparse.Namespace, target: Any, versions: Any, scans: Any) -> int:
+def _show(
+    args: argparse.Namespace, target: Target, versions: Versions, scans: Sequence[CacheScan]
+) -> int:
     from libdoctor.checks.caches import stale_entry_findings
     from libdoctor.report.caches import scan_json, scan_text
     from libdoctor.report.json import target_dict
@@ -144,17 +151,18 @@ def _show(args: argparse.Namespace, target: Any, versions: Any, scans: Any) -> i
     return common.EXIT_FINDINGS if findings else common.EXIT_OK
 
 
-def _clear(args: argparse.Namespace, prefix: str, scans: Any, environ: Mapping[str, str]) -> int:
+def _clear(
+    args: argparse.Namespace,
+    prefix: str,
+    scans: Sequence[CacheScan],
+    environ: Mapping[str, str],
+) -> int:
     from libdoctor.cli import changes
-    from libdoctor.repair.caches import Cleared, clear, refusals, select
+    from libdoctor.repair.caches import clear, select
     from libdoctor.report.caches import cleared_json, cleared_text
 
     selection = select(scans, stale_only=not args.all)
-    cleared: list[Cleared]
     if args.dry_run or not selection:
-        why = refusals(selection, environ)
-        if why and not args.dry_run:
-            raise_refused(why)
         cleared = [_planned(scan, entries) for scan, entries in selection]
     else:
         count = sum(len(e) for _, e in selection)
@@ -170,13 +178,7 @@ def _clear(args: argparse.Namespace, prefix: str, scans: Any, environ: Mapping[s
     return common.EXIT_OK
 
 
-def raise_refused(why: list[str]) -> None:
-    from libdoctor.errors import LibdoctorError
-
-    raise LibdoctorError("refused, nothing was removed: " + "; ".join(why[:5]))
-
-
-def _planned(scan: Any, entries: Any) -> Any:
+def _planned(scan: CacheScan, entries: Sequence[Entry]) -> Cleared:
     from libdoctor.repair.caches import Cleared
 
     files = sum(e.files for e in entries)
@@ -184,7 +186,7 @@ def _planned(scan: Any, entries: Any) -> Any:
     return Cleared(scan.kind, scan.root, tuple(e.name for e in entries), files, size, None)
 
 
-def _prune(args: argparse.Namespace, cleared: Any) -> None:
+def _prune(args: argparse.Namespace, cleared: Sequence[Cleared]) -> None:
     """After a successful clear: keep the newest N backups of each cache root."""
     from libdoctor.cli import changes
     from libdoctor.repair.retention import keep_count, prune
