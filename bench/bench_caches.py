@@ -50,7 +50,8 @@ def make_cache(root: Path, entries: int) -> None:
         entry.mkdir(parents=True)
         version = "3.4.0" if number % 10 == 0 else "3.5.0"
         name = f"kernel_{number}"
-        meta = {"hash": key, "target": {"backend": "cuda", "arch": 90, "warp_size": 32}}
+        meta: dict[str, object] = {"hash": key}
+        meta["target"] = {"backend": "cuda", "arch": 90, "warp_size": 32}
         meta.update({"name": name, "num_warps": 4, "triton_version": version})
         (entry / f"{name}.json").write_text(json.dumps(meta))
         group = {"child_paths": {f"{name}.json": str(entry / f"{name}.json")}}

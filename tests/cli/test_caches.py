@@ -319,3 +319,39 @@ def test_torch_cuda_from_the_local_label(tmp_path: Path) -> None:
         "cu130",
         "cpython-311",
     )
+
+
+def test_a_root_that_is_the_home_dir_is_refused(cli: Cli, caches: Caches) -> None:
+    """TRITON_CACHE_DIR=$HOME by mistake: --all must not empty the home directory."""
+    home = caches.root / "home"
+    _kernel(home / KEY_OLD, "add_kernel", "3.4.0")
+    _write(home / "thesis.tex", "years of work\n")
+    env = {**caches.env, "TRITON_CACHE_DIR": str(home)}
+    before = tree_state(home)
+    run = cli("caches", "clear", "--all", "triton", "--yes", str(caches.venv.path), env=env)
+    assert run.rc == 2 and "not a cache directory" in run.stderr, run.describe()
+    assert diff_states(before, tree_state(home)) == []
+
+
+def test_dry_run_changes_nothing(cli: Cli, caches: Caches) -> None:
+    before = caches.state()
+    run = cli("caches", "clear", "--dry-run", str(caches.venv.path), "--json", env=caches.env)
+    assert run.rc == 0, run.describe()
+    assert {c["kind"]: set(c["entries"]) for c in run.json()["cleared"]} == EXPECTED_STALE
+    assert diff_states(before, caches.state()) == []
+
+
+def test_flashinfer_and_inductor_name_their_versions(
+    cli: Cli, caches: Caches, make_wheel: WheelFactory
+) -> None:
+    pip_install(caches.venv, make_wheel("flashinfer-python", "0.4.1", {"flashinfer/x.py": b""}))
+    flashinfer = caches.root / "fi" / ".cache" / "flashinfer"
+    _write(flashinfer / "0.4.1" / "90" / "cached_ops" / "a.so", b"now")
+    _write(flashinfer / "0.3.0" / "90" / "cached_ops" / "a.so", b"old")
+    _write(flashinfer / "80_90" / "cached_ops" / "a.so", b"before 0.3: no version")
+    _write(caches.inductor / f"{PY_OLD}_cu130" / "wrapper" / "w.so", b"cpp wrapper")
+    env = {**caches.env, "FLASHINFER_WORKSPACE_BASE": str(caches.root / "fi")}
+    doc = cli("caches", str(caches.venv.path), "--json", env=env).json()
+    stale = _stale_names(doc)
+    assert stale["flashinfer"] == {"0.3.0"}
+    assert f"{PY_OLD}_cu130" in stale["torch-inductor"]
