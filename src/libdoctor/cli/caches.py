@@ -174,7 +174,8 @@ def _clear(
     if args.json:
         common.write(cleared_json({"prefix": prefix}, cleared, args.dry_run))
     else:
-        common.write(cleared_text(cleared, args.dry_run))
+        where = f" --cache-dir {shlex.quote(args.cache_dir)}" if args.cache_dir else ""
+        common.write(cleared_text(cleared, args.dry_run, where))
     return common.EXIT_OK
 
 

@@ -155,20 +155,22 @@ def scan_json(
     return render(target=target, summary=summary, findings=findings, extra=extra)
 
 
-def cleared_text(cleared: Sequence[Cleared], dry_run: bool) -> str:
+def cleared_text(cleared: Sequence[Cleared], dry_run: bool, restore_args: str = "") -> str:
+    """What a clear removed (or would), and the restore that puts each root back;
+    RESTORE_ARGS: what the restore needs besides the id (``--cache-dir DIR``)."""
     if not cleared:
         return "Nothing to clear\n"
     verb = "would remove" if dry_run else "removed"
     lines = []
     for item in cleared:
+        count = f"{len(item.entries)} {'entry' if len(item.entries) == 1 else 'entries'}"
         lines.append(
-            f"{item.kind} {display(item.root)}: {verb} {len(item.entries)} entries, "
+            f"{item.kind} {display(item.root)}: {verb} {count}, "
             f"{item.files:,} files, {size_text(item.size)}"
         )
         if item.backup:
-            lines.append(
-                f"  backup {item.backup}: `libdoctor restore {item.backup}` puts them back"
-            )
+            again = f"libdoctor restore {item.backup}{restore_args}"
+            lines.append(f"  backup {item.backup}: `{again}` puts them back")
         elif not dry_run:
             lines.append("  no backup (--no-backup)")
     return "\n".join(lines) + "\n"
