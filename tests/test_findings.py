@@ -25,7 +25,8 @@ def test_the_literal_and_the_registry_list_the_same_codes() -> None:
 def test_the_readme_table_lists_every_check_code_and_whether_it_is_hidden() -> None:
     rows = re.findall(r"^\| `([a-z-]+)` \| ([^|]+) \|", _section("## `libdoctor check`"), re.M)
     table = {code: severity for code, severity in rows}
-    checks = {c for c, info in CODES.items() if not info.summary.startswith(("probe:", "verify:"))}
+    others = ("probe:", "verify:", "caches:")
+    checks = {c for c, info in CODES.items() if not info.summary.startswith(others)}
     assert set(table) == checks
     for code, severity in table.items():
         assert ("hidden" in severity) == (not CODES[code].shown_by_default), code
@@ -41,6 +42,12 @@ def test_the_readme_table_of_verify_lists_every_verify_code() -> None:
     rows = re.findall(r"^\| `([a-z-]+)` \|", _section("## `libdoctor verify"), re.M)
     verify = [c for c, info in CODES.items() if info.summary.startswith("verify:")]
     assert verify and sorted(rows) == sorted(verify)
+
+
+def test_the_readme_names_every_caches_code() -> None:
+    section = _section("## `libdoctor caches")
+    codes = [c for c, info in CODES.items() if info.summary.startswith("caches:")]
+    assert codes and all(f"`{code}`" in section for code in codes)
 
 
 def test_an_unknown_code_is_refused() -> None:

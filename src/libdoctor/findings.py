@@ -55,6 +55,8 @@ Code = Literal[
     "lock-extra",
     "lock-artifact",
     "lock-files",
+    "stale-caches",
+    "stale-cache-entry",
 ]
 """Every finding code: a stable contract, never renamed. ``CODES`` says what each means."""
 
@@ -114,6 +116,10 @@ _CODES: tuple[CodeInfo, ...] = (
     CodeInfo("lock-extra", "verify: installed, but the lock does not ask for it here"),
     CodeInfo("lock-artifact", "verify: installed from another file than the lock's"),
     CodeInfo("lock-files", "verify: the locked version, but its files changed since"),
+    CodeInfo("stale-caches", "compile caches hold entries built for other versions than the env's"),
+    CodeInfo(
+        "stale-cache-entry", "caches: cache entries built for another torch/triton/CUDA/Python"
+    ),
 )
 
 CODES: Mapping[str, CodeInfo] = {info.code: info for info in _CODES}

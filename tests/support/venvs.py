@@ -290,6 +290,20 @@ class LibdoctorRun(NamedTuple):
         return f"rc={self.rc}\n--- stdout\n{self.stdout[-6000:]}\n--- stderr\n{self.stderr[-6000:]}"
 
 
+def cache_variables(cache_home: Path) -> dict[str, str | None]:
+    """Every compile cache's variable under CACHE_HOME: no test reads (or clears) the
+    machine's own torch, triton, CUDA or flashinfer caches."""
+    return {
+        "TRITON_CACHE_DIR": str(cache_home / "triton"),
+        "TRITON_HOME": str(cache_home),
+        "TORCHINDUCTOR_CACHE_DIR": str(cache_home / "torchinductor"),
+        "TORCH_EXTENSIONS_DIR": None,
+        "CUDA_CACHE_PATH": str(cache_home / "nv-compute"),
+        "FLASHINFER_WORKSPACE_BASE": str(cache_home),
+        "VLLM_CACHE_ROOT": str(cache_home / "vllm"),
+    }
+
+
 def libdoctor_env(
     env: Mapping[str, str | None] | None = None, cache_home: Path | None = None
 ) -> dict[str, str]:
@@ -299,6 +313,7 @@ def libdoctor_env(
     overrides: dict[str, str | None] = {"PYTHONPATH": str(SRC_DIR)}
     if cache_home is not None:
         overrides["XDG_CACHE_HOME"] = str(cache_home)
+        overrides.update(cache_variables(cache_home))
     overrides.update(env or {})
     return _clean_env(overrides)
 
@@ -377,6 +392,7 @@ def run_libdoctor_inprocess(
     overrides: dict[str, str | None] = {"VIRTUAL_ENV": None, "CONDA_PREFIX": None}
     if cache_home is not None:
         overrides["XDG_CACHE_HOME"] = str(cache_home)
+        overrides.update(cache_variables(cache_home))
     overrides.update(env or {})
     out, err = io.StringIO(), io.StringIO()
     with (

@@ -18,6 +18,7 @@ from libdoctor.analysis.run import (
     CheckOptions,
     NativeFacts,
     Report,
+    cache_findings,
     compute_digests,
     model_and_states,
     native_checks,
@@ -51,6 +52,7 @@ def run_check(
         hashing = stats.as_dict()
     native_findings, facts = native()
     findings = check_files(env, disk, digests) + native_findings
+    findings += cache_findings(env, options.caches)
     return report_of(target, env, disk, findings, hashing, digests, facts)
 
 

@@ -37,6 +37,9 @@ class CheckOptions:
     # Keep what a snapshot records besides findings (``Report.facts``), gathered where the
     # loader and requirement work already runs.
     facts: bool = False
+    # The variables the target's tools run with, to find their compile caches (one bounded
+    # look, ``stack.caches.quick_stale``); None: caches are not looked at.
+    caches: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +158,20 @@ def run_check(
         hashing = stats.as_dict()
     native, facts = native_checks(env, disk, digests, options.libraries, options.facts)
     findings = check_files(env, disk, digests) + native
+    findings += cache_findings(env, options.caches)
     return report_of(target, env, disk, findings, hashing, digests, facts)
+
+
+def cache_findings(env: Environment, environ: Mapping[str, str] | None) -> list[Finding]:
+    """At most one ``stale-caches`` line: the compile caches of the target's tools holding
+    entries recorded for other versions than the target's (a bounded look)."""
+    if environ is None:
+        return []
+    from libdoctor.checks.caches import stale_summary
+    from libdoctor.stack.caches import Versions, quick_stale
+
+    versions = Versions.of(env.target, env.distributions)
+    return stale_summary(quick_stale(environ, env.target, versions), env.target.prefix)
 
 
 def model_and_states(target: Target, disk: Disk) -> tuple[Environment, list[FileState] | None]:

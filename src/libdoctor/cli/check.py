@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         libraries=None
         if args.no_libraries
         else functools.partial(loader_context, dict(os.environ), os.getcwd(), target),
+        caches=dict(os.environ) if target.root == "/" else None,  # not an image's: the host's
     )
     progress = progress_factory(args.deep and sys.stderr.isatty() and not args.json)
     report = run_check(target, options, progress=progress)

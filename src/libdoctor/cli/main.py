@@ -35,6 +35,7 @@ COMMANDS = (
     "snapshot",
     "diff",
     "fleet",
+    "caches",
 )
 # Commands whose words after ``--`` are passed through (``fleet --slurm -- -N 4``).
 PASSTHROUGH = ("fleet",)

@@ -216,8 +216,8 @@ def _dirs_to_recreate(
     current: Mapping[str, Entry],
 ) -> list[str]:
     """Missing directories of the listing that the run removed (never one that outlived it),
-    and every parent a saved file is put back into."""
-    needed = {a for p in owned.saved for a in _ancestors(p, owned.prefix)}
+    every parent a saved file is put back into, and those its journal names as its own."""
+    needed = {a for p in owned.saved for a in _ancestors(p, owned.prefix)} | owned.own
     out = []
     for path, entry in listing.items():
         if entry.kind != "dir" or (path in current and current[path].kind == "dir"):

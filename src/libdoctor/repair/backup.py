@@ -245,8 +245,9 @@ class BackupSession:
         self.info = replace(self.info, steps=(*done, replace(last, pid=pid)))
         self._write()
 
-    def end(self, returncode: int, message: str = "") -> None:
-        """Journal the step's end, and the paths the RECORDs it left name (its own)."""
+    def end(self, returncode: int, message: str = "", own: Iterable[str] = ()) -> None:
+        """Journal the step's end, and the paths the RECORDs it left name (its own); OWN:
+        more paths the step itself removed or wrote (a cache clear's directories)."""
         *done, last = self.info.steps
         last = replace(
             last,
@@ -254,7 +255,7 @@ class BackupSession:
             returncode=returncode,
             message=message,
             ended_ns=time.time_ns(),
-            wrote=records_written(self.listing),
+            wrote=(*records_written(self.listing), *own),
         )
         self.info = replace(self.info, steps=(*done, last))
         self._write()
