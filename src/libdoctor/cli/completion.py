@@ -107,7 +107,7 @@ complete -o default -F {function} {prog}
 """
 
 ZSH_PREAMBLE = """\
-# zsh: the bash completion, through zsh's bashcompinit
-autoload -U +X compinit && compinit
+# zsh: the bash completion, through zsh's bashcompinit (compinit first, unless it ran)
+(( $+functions[compdef] )) || { autoload -U +X compinit && compinit; }
 autoload -U +X bashcompinit && bashcompinit
 """
