@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -34,6 +36,7 @@ STAGES = (
     "repair",
     "probe",
     "report",
+    "api",  # the Python API: check, plan_uninstall, snapshot; the CLI is its client
     "cli",
     "__main__",
 )
@@ -47,6 +50,32 @@ class Import:
     target: str  # dotted module name (a submodule when the imported name is one)
     name: str | None  # the imported name, for ``from x import name`` of a non-module
     line: int
+    typing_only: bool = False  # under ``if TYPE_CHECKING:``: names for the type checker
+
+
+# The package's ``__init__`` is the lowest stage (everything imports its ``__version__``), yet
+# it offers the API of the highest: it names those modules for the type checker only and
+# imports them on first use (PEP 562 ``__getattr__``, by module name). Those names are no
+# import of the design; ``test_importing_the_package_loads_nothing_else`` keeps them lazy.
+FACADE = "libdoctor"
+
+
+def _is_facade_name(i: Import) -> bool:
+    return i.importer == FACADE and i.typing_only
+
+
+def _typing_lines(tree: ast.AST) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Name)
+            and node.test.id == "TYPE_CHECKING"
+        ):
+            for child in node.body:
+                assert child.end_lineno is not None
+                lines.update(range(child.lineno, child.end_lineno + 1))
+    return lines
 
 
 @cache
@@ -66,11 +95,13 @@ def _package_of(module: str, path: Path) -> str:
 
 def _imports_of(module: str, path: Path) -> Iterator[Import]:
     known = modules()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    typing = _typing_lines(tree)
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == "libdoctor":
-                    yield Import(module, alias.name, None, node.lineno)
+                    yield Import(module, alias.name, None, node.lineno, node.lineno in typing)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -81,10 +112,11 @@ def _imports_of(module: str, path: Path) -> Iterator[Import]:
                 continue
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
+                only = node.lineno in typing
                 if sub in known:
-                    yield Import(module, sub, None, node.lineno)
+                    yield Import(module, sub, None, node.lineno, only)
                 else:
-                    yield Import(module, base, alias.name, node.lineno)
+                    yield Import(module, base, alias.name, node.lineno, only)
 
 
 @cache
@@ -114,15 +146,24 @@ def test_lower_stages_never_import_higher_ones() -> None:
     upward = [
         f"{i.importer}:{i.line} imports {i.target}"
         for i in imports()
-        if _stage(i.target) > _stage(i.importer)
+        if _stage(i.target) > _stage(i.importer) and not _is_facade_name(i)
     ]
     assert upward == []
+
+
+def test_importing_the_package_loads_nothing_else() -> None:
+    """``import libdoctor`` is the version and the API's names, nothing of the stack."""
+    code = "import sys, libdoctor; print(sorted(m for m in sys.modules if 'libdoctor' in m))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "['libdoctor']"
 
 
 def test_no_import_circles() -> None:
     graph: dict[str, set[str]] = {m: set() for m in modules()}
     for i in imports():
-        if i.target in graph and i.target != i.importer:
+        if i.target in graph and i.target != i.importer and not _is_facade_name(i):
             graph[i.importer].add(i.target)
     circles = _strongly_connected(graph)
     assert circles == [], f"import circles: {circles}"

@@ -145,6 +145,19 @@ class Fix:
             return " && ".join(shlex.join(step) for step in self.steps)
         return shlex.join(self.argv)
 
+    def to_json(self) -> dict[str, Any]:
+        """The ``fix`` of a finding in ``--json``: ``command``, ``argv``, and when they apply
+        ``steps`` and ``note``."""
+        out: dict[str, Any] = {
+            "command": printable(self.command),
+            "argv": [printable(a) for a in self.argv],
+        }
+        if len(self.steps) > 1:
+            out["steps"] = [[printable(a) for a in step] for step in self.steps]
+        if self.note:
+            out["note"] = self.note
+        return out
+
 
 @dataclass(frozen=True, slots=True)
 class Finding:
@@ -159,6 +172,46 @@ class Finding:
     def __post_init__(self) -> None:
         if self.code not in CODES:
             raise ValueError(f"unknown finding code {self.code!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        """The finding as ``--json`` prints it: JSON-safe (undecodable bytes escaped)."""
+        out: dict[str, Any] = {
+            "code": self.code,
+            "severity": self.severity.label,
+            "message": printable(self.message),
+        }
+        if self.distribution is not None:
+            out["distribution"] = {
+                "name": self.distribution.name,
+                "version": self.distribution.version,
+            }
+        if self.paths:
+            out["paths"] = [printable(p) for p in self.paths]
+        if self.evidence:
+            out["evidence"] = json_safe(self.evidence)
+        if self.fix is not None:
+            out["fix"] = self.fix.to_json()
+        return out
+
+
+def printable(text: str) -> str:
+    """TEXT safe to print or put in JSON: undecodable bytes (surrogate escapes from a path)
+    become backslash escapes."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def json_safe(value: Any) -> Any:
+    """Any evidence value made JSON-safe: mappings, sequences and scalars kept, strings
+    printable, anything else its printable ``str``."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, Mapping):
+        return {printable(str(k)): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [json_safe(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return printable(str(value))
 
 
 def count_by_severity(findings: Sequence[Finding]) -> dict[Severity, int]:

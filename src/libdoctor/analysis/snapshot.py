@@ -115,6 +115,10 @@ class Snapshot:
             self.findings,
         )
 
+    def to_json(self) -> dict[str, Any]:
+        """The document ``libdoctor snapshot`` writes, as a dict."""
+        return to_document(self)
+
 
 # --------------------------------------------------------------------------- taking one
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import functools
-import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -72,28 +70,32 @@ def progress_factory(enabled: bool) -> Callable[[int, int], Callable[[int], None
 
 
 def run(args: argparse.Namespace) -> int:
-    from libdoctor.analysis.overlap import run_check
-    from libdoctor.analysis.run import CheckOptions, filter_findings, loader_context
+    from libdoctor.api import check
     from libdoctor.report import check as check_report
     from libdoctor.report.json import target_dict
 
-    target = common.discover_target(args)
-    options = CheckOptions(
-        deep=args.deep,
+    progress = progress_factory(args.deep and sys.stderr.isatty() and not args.json)
+    report = check(
+        common.discover_target(args),
+        args.deep,
+        select=args.select,
+        ignore=args.ignore,
+        show_all=args.all,
+        libraries=not args.no_libraries,
         cache_dir=common.hash_cache_dir(args),
         workers=args.workers,
-        libraries=None
-        if args.no_libraries
-        else functools.partial(loader_context, dict(os.environ), os.getcwd(), target),
-        caches=dict(os.environ) if target.root == "/" else None,  # not an image's: the host's
+        progress=progress,
     )
-    progress = progress_factory(args.deep and sys.stderr.isatty() and not args.json)
-    report = run_check(target, options, progress=progress)
     common.keep_until_exit(report)
-    shown = filter_findings(report.findings, args.select, args.ignore, args.all)
+    assert report.run is not None
     if args.json:
-        common.write(check_report.render_json(report, shown, target_dict(target)))
+        common.write(
+            check_report.render_json(report.run, report.findings, target_dict(report.target))
+        )
     else:
         color = common.use_color(args)
-        common.write(check_report.render_text(report, shown, color=color, verbose=args.verbose))
-    return common.exit_code(shown, args.fail_on)
+        text = check_report.render_text(
+            report.run, report.findings, color=color, verbose=args.verbose
+        )
+        common.write(text)
+    return common.exit_code(report.findings, args.fail_on)

@@ -36,6 +36,7 @@ COMMANDS = (
     "diff",
     "fleet",
     "caches",
+    "completion",
 )
 # Commands whose words after ``--`` are passed through (``fleet --slurm -- -N 4``).
 PASSTHROUGH = ("fleet",)

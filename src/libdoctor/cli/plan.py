@@ -57,12 +57,10 @@ def register(sub: Any) -> None:
 
 
 def run_uninstall(args: argparse.Namespace) -> int:
-    from libdoctor.disk.stat import RealDisk
-    from libdoctor.environment.model import build_environment
-    from libdoctor.whatif.plan import plan_uninstall
+    from libdoctor.api import plan_uninstall
 
     names, target = common.items_and_target(args)
-    plan = plan_uninstall(build_environment(target), RealDisk(), names, common.libraries(args))
+    plan = plan_uninstall(target, names, libraries=not args.no_libraries)
     changes.write_plan(args, plan)
     return common.EXIT_FINDINGS if plan.verdict == "breaks" else common.EXIT_OK
 

@@ -56,19 +56,11 @@ def cache_dir(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from libdoctor.analysis.snapshot import (
-        encode,
-        frame,
-        node_name,
-        snapshot_target,
-        write_snapshot,
-    )
+    from libdoctor.analysis.snapshot import encode, frame, node_name, write_snapshot
+    from libdoctor.api import snapshot
 
-    target = common.discover_target(args)
     node = node_name(os.environ)
-    snap = snapshot_target(
-        target, node=node, deep=args.deep, cache_dir=cache_dir(args), environ=os.environ
-    )
+    snap = snapshot(common.discover_target(args), args.deep, cache_dir=cache_dir(args), node=node)
     if args.output:
         write_snapshot(snap, args.output.replace("{node}", node))
     elif args.framed:

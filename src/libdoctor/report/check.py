@@ -57,9 +57,18 @@ def render_text(report: Report, findings: Sequence[Finding], *, color: bool, ver
 def render_json(report: Report, findings: Sequence[Finding], target: Mapping[str, Any]) -> str:
     """The common JSON report; with ``--deep``, the hashing figures go under ``tool``."""
     from libdoctor.report import json as json_report
+
+    return json_report.dumps(json_document(report, findings, target))
+
+
+def json_document(
+    report: Report, findings: Sequence[Finding], target: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What ``render_json`` prints, as a value."""
+    from libdoctor.report import json as json_report
     from libdoctor.report.causes import causes_json
 
-    return json_report.render(
+    return json_report.document(
         target=target,
         summary=summary(report),
         findings=findings,

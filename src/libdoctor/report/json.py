@@ -7,8 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from libdoctor import __version__
-from libdoctor.environment.paths import display
-from libdoctor.findings import Finding, Fix, Severity, count_by_severity
+from libdoctor.findings import Finding, Fix, Severity, count_by_severity, json_safe
 
 if TYPE_CHECKING:
     from libdoctor.environment.target import Target
@@ -18,47 +17,15 @@ SCHEMA_VERSION = 1
 
 def _clean(value: Any) -> Any:
     """Make any evidence value JSON-safe (paths with undecodable bytes are escaped)."""
-    if isinstance(value, str):
-        return display(value)
-    if isinstance(value, Mapping):
-        return {display(str(k)): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_clean(v) for v in value]
-    if value is None or isinstance(value, (bool, int, float)):
-        return value
-    return display(str(value))
+    return json_safe(value)
 
 
 def finding_dict(finding: Finding) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "code": finding.code,
-        "severity": finding.severity.label,
-        "message": display(finding.message),
-    }
-    if finding.distribution is not None:
-        out["distribution"] = {
-            "name": finding.distribution.name,
-            "version": finding.distribution.version,
-        }
-    if finding.paths:
-        out["paths"] = [display(p) for p in finding.paths]
-    if finding.evidence:
-        out["evidence"] = _clean(finding.evidence)
-    if finding.fix is not None:
-        out["fix"] = fix_dict(finding.fix)
-    return out
+    return finding.to_json()
 
 
 def fix_dict(fix: Fix) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "command": display(fix.command),
-        "argv": [display(a) for a in fix.argv],
-    }
-    if len(fix.steps) > 1:
-        out["steps"] = [[display(a) for a in step] for step in fix.steps]
-    if fix.note:
-        out["note"] = fix.note
-    return out
+    return fix.to_json()
 
 
 def render(
@@ -70,11 +37,25 @@ def render(
     extra: Mapping[str, Any] | None = None,
 ) -> str:
     """The common report; with ``--deep``, what the HASHING cost goes under ``tool``."""
+    return dumps(
+        document(target=target, summary=summary, findings=findings, hashing=hashing, extra=extra)
+    )
+
+
+def document(
+    *,
+    target: Mapping[str, Any],
+    summary: Mapping[str, Any],
+    findings: Sequence[Finding],
+    hashing: Mapping[str, int] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The common report as a value (what ``render`` prints)."""
     counts = count_by_severity(findings)
     tool: dict[str, Any] = {"name": "libdoctor", "version": __version__}
     if hashing is not None:
         tool["hashing"] = hashing
-    document: dict[str, Any] = {
+    out: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "tool": tool,
         "target": _clean(target),
@@ -87,7 +68,7 @@ def render(
         "findings": [finding_dict(f) for f in findings],
         **_clean(extra or {}),
     }
-    return dumps(document)
+    return out
 
 
 def dumps(document: Mapping[str, Any]) -> str:
