@@ -6,10 +6,15 @@ import argparse
 import functools
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from libdoctor.cli import common
+
+if TYPE_CHECKING:
+    from libdoctor.analysis.run import Report
+    from libdoctor.analysis.tree import FailingImport
+    from libdoctor.findings import Finding
 
 
 def register(sub: Any) -> None:
@@ -20,7 +25,7 @@ def register(sub: Any) -> None:
         "Reads only; never imports or runs code from the target.",
     )
     common.add_target_options(check)
-    common.add_output_options(check)
+    common.add_format_options(check)
     common.add_filter_options(check)
     common.add_deep_options(check, deep_help="also compare file hashes (parallel)")
     check.add_argument("--workers", type=int, metavar="N", help="hashing threads (default: cores)")
@@ -87,13 +92,39 @@ def run(args: argparse.Namespace) -> int:
         else functools.partial(loader_context, dict(os.environ), os.getcwd(), target),
         caches=dict(os.environ) if target.root == "/" else None,  # not an image's: the host's
     )
-    progress = progress_factory(args.deep and sys.stderr.isatty() and not args.json)
+    progress = progress_factory(args.deep and sys.stderr.isatty() and args.format == "text")
     report = run_check(target, options, progress=progress)
     common.keep_until_exit(report)
     shown = filter_findings(report.findings, args.select, args.ignore, args.all)
-    if args.json:
-        common.write(check_report.render_json(report, shown, target_dict(target)))
-    else:
-        color = common.use_color(args)
-        common.write(check_report.render_text(report, shown, color=color, verbose=args.verbose))
+    common.write_formats(
+        args,
+        {
+            "text": lambda: check_report.render_text(
+                report, shown, color=common.use_color(args), verbose=args.verbose
+            ),
+            "json": lambda: check_report.render_json(report, shown, target_dict(target)),
+            "html": lambda: check_report.render_html(
+                report, shown, failing_imports(args, report, shown)
+            ),
+        },
+    )
     return common.exit_code(shown, args.fail_on)
+
+
+def failing_imports(
+    args: argparse.Namespace, report: Report, findings: Sequence[Finding]
+) -> tuple[FailingImport, ...]:
+    """The extension modules whose load fails on a library an ``unresolved-library`` finding
+    names, each with its chain and tree (the loader emulation runs once more, for HTML only)."""
+    libraries = [
+        str(f.evidence["library"])
+        for f in findings
+        if f.code == "unresolved-library" and "library" in f.evidence
+    ]
+    if not libraries or args.no_libraries or report.environment is None or report.disk is None:
+        return ()
+    from libdoctor.analysis.run import loader_context
+    from libdoctor.analysis.tree import failing_imports as failing
+
+    context = loader_context(dict(os.environ), os.getcwd(), report.target)
+    return failing(report.environment, report.disk, context, libraries)
