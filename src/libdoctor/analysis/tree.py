@@ -7,15 +7,22 @@ The root is named by the user either as a path or as an extension module's dotte
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from libdoctor.analysis.libraries import SystemOwners, analyse_libraries, system_owners
+from libdoctor.disk.stat import Disk
 from libdoctor.environment.model import Environment
 from libdoctor.environment.ospackages import SystemPackages
 from libdoctor.environment.target import Target
 from libdoctor.errors import LibdoctorError
-from libdoctor.loader.extensions import LibraryAnalysis, is_python_extension
+from libdoctor.loader.extensions import (
+    LibraryAnalysis,
+    LoaderContext,
+    analyse,
+    is_python_extension,
+    module_name,
+)
 from libdoctor.loader.model import Closure
 
 
@@ -78,3 +85,56 @@ def dependency_tree(
         packages,
     )
     return DependencyTree(root, closure, analysis.env, system)
+
+
+@dataclass(frozen=True, slots=True)
+class FailingImport:
+    """An extension module whose load stops at LIBRARY: the chain of objects from the module
+    to the one that needs LIBRARY (each loaded by the one before), and the module's tree."""
+
+    module: str  # the dotted name
+    library: str
+    chain: tuple[str, ...]  # the module's path first, the object requesting LIBRARY last
+    tree: DependencyTree
+
+
+def chain_to(closure: Closure, library: str) -> tuple[str, ...] | None:
+    """The objects from CLOSURE's root to the first one whose request for LIBRARY failed,
+    each loaded by the one before; None when the load does not fail on LIBRARY."""
+    failed = next(
+        (r for r in closure.resolutions if r.name == library and r.status != "found"), None
+    )
+    if failed is None:
+        return None
+    loaded_by = {obj.path: obj.loader for obj in closure.loaded}
+    chain = [failed.requester or closure.root]
+    while chain[-1] != closure.root and loaded_by.get(chain[-1]) not in (None, *chain):
+        chain.append(str(loaded_by[chain[-1]]))
+    if chain[-1] != closure.root:
+        chain.append(closure.root)
+    return tuple(reversed(chain))
+
+
+def failing_imports(
+    env: Environment,
+    disk: Disk,
+    context: LoaderContext,
+    libraries: Collection[str],
+    *,
+    limit: int = 5,
+) -> tuple[FailingImport, ...]:
+    """Up to LIMIT extension modules per library of LIBRARIES whose load fails on it, as the
+    loader emulation of ``check`` sees them (no system package database is read)."""
+    analysis = analyse(env, disk, context)
+    sites = env.target.site_packages
+    found: list[FailingImport] = []
+    for library in dict.fromkeys(libraries):
+        count = 0
+        for closure in analysis.modules:
+            chain = chain_to(closure, library)
+            if chain is None or count >= limit:
+                continue
+            count += 1
+            tree = DependencyTree(closure.root, closure, env)
+            found.append(FailingImport(module_name(closure.root, sites), library, chain, tree))
+    return tuple(found)

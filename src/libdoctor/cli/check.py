@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from libdoctor.cli import common
+
+if TYPE_CHECKING:
+    from libdoctor.analysis.run import Report
+    from libdoctor.analysis.tree import FailingImport
+    from libdoctor.findings import Finding
 
 
 def register(sub: Any) -> None:
@@ -18,7 +24,7 @@ def register(sub: Any) -> None:
         "Reads only; never imports or runs code from the target.",
     )
     common.add_target_options(check)
-    common.add_output_options(check)
+    common.add_format_options(check)
     common.add_filter_options(check)
     common.add_deep_options(check, deep_help="also compare file hashes (parallel)")
     check.add_argument("--workers", type=int, metavar="N", help="hashing threads (default: cores)")
@@ -74,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from libdoctor.report import check as check_report
     from libdoctor.report.json import target_dict
 
-    progress = progress_factory(args.deep and sys.stderr.isatty() and not args.json)
+    progress = progress_factory(args.deep and sys.stderr.isatty() and args.format == "text")
     report = check(
         common.discover_target(args),
         args.deep,
@@ -87,15 +93,36 @@ def run(args: argparse.Namespace) -> int:
         progress=progress,
     )
     common.keep_until_exit(report)
-    assert report.run is not None
-    if args.json:
-        common.write(
-            check_report.render_json(report.run, report.findings, target_dict(report.target))
-        )
-    else:
-        color = common.use_color(args)
-        text = check_report.render_text(
-            report.run, report.findings, color=color, verbose=args.verbose
-        )
-        common.write(text)
-    return common.exit_code(report.findings, args.fail_on)
+    run = report.run
+    assert run is not None
+    shown = report.findings
+    common.write_formats(
+        args,
+        {
+            "text": lambda: check_report.render_text(
+                run, shown, color=common.use_color(args), verbose=args.verbose
+            ),
+            "json": lambda: check_report.render_json(run, shown, target_dict(report.target)),
+            "html": lambda: check_report.render_html(run, shown, failing_imports(args, run, shown)),
+        },
+    )
+    return common.exit_code(shown, args.fail_on)
+
+
+def failing_imports(
+    args: argparse.Namespace, report: Report, findings: Sequence[Finding]
+) -> tuple[FailingImport, ...]:
+    """The extension modules whose load fails on a library an ``unresolved-library`` finding
+    names, each with its chain and tree (the loader emulation runs once more, for HTML only)."""
+    libraries = [
+        str(f.evidence["library"])
+        for f in findings
+        if f.code == "unresolved-library" and "library" in f.evidence
+    ]
+    if not libraries or args.no_libraries or report.environment is None or report.disk is None:
+        return ()
+    from libdoctor.analysis.run import loader_context
+    from libdoctor.analysis.tree import failing_imports as failing
+
+    context = loader_context(dict(os.environ), os.getcwd(), report.target)
+    return failing(report.environment, report.disk, context, libraries)

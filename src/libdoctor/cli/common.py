@@ -6,7 +6,7 @@ import argparse
 import codecs
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from libdoctor.errors import LibdoctorError
@@ -59,6 +59,42 @@ def add_target_options(parser: argparse.ArgumentParser, *, positional: bool = Tr
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_text_options(parser)
+
+
+# The formats of the commands that take --format (check, diff, fleet); text first, the default.
+FORMATS = ("text", "json", "html")
+
+
+def add_format_options(parser: argparse.ArgumentParser, formats: Sequence[str] = FORMATS) -> None:
+    """``--format`` (``--json`` its alias), ``--html FILE``, ``--color``, ``-v``."""
+    parser.add_argument(
+        "--format", choices=formats, default="text", help="output format (default: text)"
+    )
+    parser.add_argument(
+        "--json", dest="format", action="store_const", const="json", help="--format json"
+    )
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write the report to FILE as one self-contained HTML page",
+    )
+    add_text_options(parser)
+
+
+def write_formats(args: argparse.Namespace, render: Mapping[str, Callable[[], str]]) -> None:
+    """The report in ``--format`` on stdout, and with ``--html FILE`` its page in FILE; each
+    rendered only when asked for."""
+    if args.html is not None:
+        try:
+            with open(args.html, "w", encoding="utf-8") as out:
+                out.write(render["html"]())
+        except OSError as exc:
+            raise LibdoctorError(f"--html {args.html}: {exc.strerror or exc}") from exc
+    write(render[args.format]())
+
+
+def add_text_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--color",
         choices=("auto", "always", "never"),

@@ -26,7 +26,7 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("a", metavar="A", help="the before: a snapshot file or an environment")
     parser.add_argument("b", metavar="B", help="the after: a snapshot file or an environment")
-    common.add_output_options(parser)
+    common.add_format_options(parser)
     add_snapshot_options(parser)
     parser.set_defaults(func=run)
 
@@ -78,9 +78,19 @@ def run(args: argparse.Namespace) -> int:
     before, source_a = load(args.a, args)
     after, source_b = load(args.b, args)
     found = diff(before, after)
-    if args.json:
-        common.write(diff_json(found, {"a": source_a, "b": source_b}))
-    else:
-        labels = (label(source_a), label(source_b))
-        common.write(diff_text(found, labels, verbose=args.verbose))
+    labels = (label(source_a), label(source_b))
+
+    def html() -> str:
+        from libdoctor.report.html import diff_html
+
+        return diff_html(found, labels, verbose=args.verbose)
+
+    common.write_formats(
+        args,
+        {
+            "text": lambda: diff_text(found, labels, verbose=args.verbose),
+            "json": lambda: diff_json(found, {"a": source_a, "b": source_b}),
+            "html": html,
+        },
+    )
     return common.EXIT_OK if found.empty else common.EXIT_FINDINGS

@@ -46,7 +46,7 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("--reference", metavar="NODE", help="compare with this node")
     parser.add_argument("--deep", action="store_true", help="record and compare file digests")
-    common.add_output_options(parser)
+    common.add_format_options(parser)
     parser.set_defaults(func=run, passthrough=[])
 
 
@@ -90,7 +90,19 @@ def run(args: argparse.Namespace) -> int:
         reasons = "; ".join(f"{n}: {r}" for n, r in gathered.failed)
         raise LibdoctorError(f"no node sent a snapshot ({reasons})")
     fleet = compare_fleet(gathered.snapshots, args.reference)
-    render = fleet_json if args.json else fleet_text
-    common.write(render(fleet, gathered.failed))
+
+    def html() -> str:
+        from libdoctor.report.html import fleet_html
+
+        return fleet_html(fleet, gathered.failed)
+
+    common.write_formats(
+        args,
+        {
+            "text": lambda: fleet_text(fleet, gathered.failed),
+            "json": lambda: fleet_json(fleet, gathered.failed),
+            "html": html,
+        },
+    )
     differs = fleet.differing or gathered.failed
     return common.EXIT_FINDINGS if differs else common.EXIT_OK

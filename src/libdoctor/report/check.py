@@ -16,6 +16,7 @@ from libdoctor.environment.paths import display
 
 if TYPE_CHECKING:
     from libdoctor.analysis.run import Report
+    from libdoctor.analysis.tree import FailingImport
     from libdoctor.environment.target import Target
     from libdoctor.findings import Finding
 
@@ -75,3 +76,17 @@ def json_document(
         hashing=report.hashing,
         extra={"causes": causes_json(findings)},
     )
+
+
+def render_html(
+    report: Report, findings: Sequence[Finding], failing: Sequence[FailingImport] = ()
+) -> str:
+    """One self-contained page: the diagnosis as the text shows it, the findings by
+    distribution and the library trees of FAILING imports."""
+    from libdoctor.report.causes import causes_lines
+    from libdoctor.report.html import check_html
+
+    diagnosis = causes_lines("", summary(report), findings, False)
+    while diagnosis and not diagnosis[0].spans:
+        diagnosis.pop(0)
+    return check_html(header(report), diagnosis, findings, failing)

@@ -113,22 +113,33 @@ def _line(item: Change) -> str:
     return version_line(item)
 
 
-def change_lines(d: Diff, *, verbose: bool = False) -> list[str]:
-    """Every change, grouped under its distribution: a heading, then indented details."""
-    lines: list[str] = []
+def grouped_changes(d: Diff, *, verbose: bool = False) -> list[tuple[str, list[str]]]:
+    """Every change, grouped under its distribution: (heading, detail lines), the environment's
+    own changes last; without VERBOSE, a few changed files per distribution."""
+    out: list[tuple[str, list[str]]] = []
     groups = _groups(d)
     for key in sorted(groups, key=lambda k: (k is None, k or "")):
         heading, items = _heading(key, groups[key])
-        lines.append(heading)
         files = [i for i in items if isinstance(i, FileChange)]
         hidden = len(files) - _FILES_SHOWN if not verbose else 0
         shown_files = set(map(id, files[:_FILES_SHOWN] if hidden > 0 else files))
-        for item in items:
-            if isinstance(item, FileChange) and id(item) not in shown_files:
-                continue
-            lines.append(f"  {_line(item)}")
+        lines = [
+            _line(item)
+            for item in items
+            if not isinstance(item, FileChange) or id(item) in shown_files
+        ]
         if hidden > 0:
-            lines.append(f"  … and {hidden} more changed files (--verbose lists them)")
+            lines.append(f"… and {hidden} more changed files (--verbose lists them)")
+        out.append((heading, lines))
+    return out
+
+
+def change_lines(d: Diff, *, verbose: bool = False) -> list[str]:
+    """Every change, grouped under its distribution: a heading, then indented details."""
+    lines: list[str] = []
+    for heading, details in grouped_changes(d, verbose=verbose):
+        lines.append(heading)
+        lines += [f"  {line}" for line in details]
     return lines
 
 
