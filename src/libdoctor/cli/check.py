@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import sys
-from collections.abc import Callable
 from typing import Any
 
 from libdoctor.cli import common
+from libdoctor.cli import progress as bar
 
 
 def register(sub: Any) -> None:
@@ -27,48 +26,8 @@ def register(sub: Any) -> None:
     check.add_argument(
         "--no-libraries", action="store_true", help="skip the native library (loader) checks"
     )
+    bar.add_quiet_option(check)
     check.set_defaults(func=run)
-
-
-def progress_factory(enabled: bool) -> Callable[[int, int], Callable[[int], None]] | None:
-    """A rich progress bar on stderr for long hashing, or None."""
-    if not enabled:
-        return None
-
-    def start(files: int, total: int) -> Callable[[int], None]:
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TimeRemainingColumn,
-            TransferSpeedColumn,
-        )
-
-        progress = Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        )
-        task = progress.add_task(f"hashing {files:,} files", total=total)
-        progress.start()
-        done = [0]
-
-        def tick(nbytes: int) -> None:
-            done[0] += nbytes
-            progress.update(task, completed=done[0])
-            if done[0] >= total:
-                progress.stop()
-
-        if total == 0:
-            progress.stop()
-        return tick
-
-    return start
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         else functools.partial(loader_context, dict(os.environ), os.getcwd(), target),
         caches=dict(os.environ) if target.root == "/" else None,  # not an image's: the host's
     )
-    progress = progress_factory(args.deep and sys.stderr.isatty() and not args.json)
+    progress = bar.bytes_factory(args.deep and bar.wanted(args) and not args.json)
     report = run_check(target, options, progress=progress)
     common.keep_until_exit(report)
     shown = filter_findings(report.findings, args.select, args.ignore, args.all)
