@@ -158,3 +158,21 @@ def test_install_shows_steps_done_and_left_on_a_terminal(
     piped = libdoctor("install", three, venv.path, "--no-index")
     assert piped.rc == 0, piped.stderr
     assert "steps done" not in piped.stderr
+
+
+def test_plan_install_shows_wheels_read_on_a_terminal(
+    new_venv: VenvFactory, make_wheel: WheelFactory, libdoctor: Libdoctor, tmp_path: Path
+) -> None:
+    make_wheel("ldt-one", "1.0", {"ldt_one/__init__.py": b"V = 1\n"})
+    make_wheel("ldt-two", "1.0", {"ldt_two/__init__.py": b"V = 2\n"}, requires=["ldt-one"])
+    venv = new_venv("plan")
+    links = ["--no-index", "--find-links", str(make_wheel.dest)]
+    argv = ["plan", "install", "ldt-two", str(venv.path), *links]
+    rc, out, terminal = _on_terminal(argv, tmp_path)
+    assert rc == 0, terminal
+    assert re.search(r"reading wheel indexes .*[0-2]/2 wheels done, [0-2] left", terminal), terminal
+    assert "wheels done" not in out
+    rc, _, terminal = _on_terminal([*argv, "-q"], tmp_path)
+    assert rc == 0 and "wheels done" not in terminal
+    piped = libdoctor(*argv)
+    assert piped.rc == 0 and "wheels done" not in piped.stderr
