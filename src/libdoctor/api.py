@@ -141,6 +141,7 @@ def snapshot(
     python: str | None = None,
     cache_dir: str | None = None,
     node: str | None = None,
+    progress: ProgressFactory | None = None,
 ) -> Snapshot:
     """TARGET's distributions, files, libraries and findings as ``libdoctor snapshot``
     records them (``to_document``/``encode`` of ``libdoctor.analysis.snapshot`` give its
@@ -154,4 +155,5 @@ def snapshot(
         deep=deep,
         cache_dir=cache_dir if deep else None,
         environ=os.environ,
+        progress=progress,
     )

@@ -31,6 +31,7 @@ from libdoctor.findings import Finding
 
 if TYPE_CHECKING:
     from libdoctor.analysis.run import Report
+    from libdoctor.disk.hashing import ProgressFactory
     from libdoctor.environment.distributions import Distribution
     from libdoctor.environment.model import Environment
     from libdoctor.environment.target import Target
@@ -176,10 +177,11 @@ def snapshot_target(
     environ: Mapping[str, str],
     cwd: str | None = None,
     forked: bool = True,
+    progress: ProgressFactory | None = None,
 ) -> Snapshot:
     """Run every check on TARGET (the loader with ENVIRON's LD_LIBRARY_PATH) and keep it as
     a snapshot. FORKED: the loader work in a child (``analysis.overlap``); a caller with
-    threads (a Ray worker) runs it all in-process."""
+    threads (a Ray worker) runs it all in-process. PROGRESS: told of the bytes --deep hashes."""
     import functools
 
     from libdoctor.analysis import overlap, run
@@ -190,7 +192,7 @@ def snapshot_target(
         libraries=functools.partial(run.loader_context, dict(environ), cwd or os.getcwd()),
         facts=True,
     )
-    report = (overlap.run_check if forked else run.run_check)(target, options)
+    report = (overlap.run_check if forked else run.run_check)(target, options, progress=progress)
     return take_snapshot(report, node, deep)
 
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from libdoctor.cli import common
+from libdoctor.cli import progress as bar
 
 if TYPE_CHECKING:
     from libdoctor.environment.installers import InstallerOptions
@@ -42,6 +43,7 @@ def add_installer_options(parser: argparse.ArgumentParser, *, hooks: bool = True
     parser.add_argument(
         "--cache-dir", metavar="DIR", help="backups and downloads (default: user cache dir)"
     )
+    bar.add_quiet_option(parser)
     if hooks:
         # Test hook: a command prefix put before every installer command (fault injection).
         parser.add_argument("--installer-cmd", help=argparse.SUPPRESS)
@@ -216,10 +218,34 @@ def execute(
     command: str,
 ) -> tuple[RunResult, list[Finding] | None]:
     """Run STEPS with backup and rollback; then check again (None if it was rolled back)."""
-    from libdoctor.repair.run import recheck, run_steps
+    from libdoctor.repair.run import recheck
+
+    # On a terminal a bar counts the steps and the installer's own output is kept for a
+    # failure's tail; --quiet shows neither.
+    steps_bar = bar.counter(bar.wanted(args) and not args.json, "installing", len(steps), "steps")
+    try:
+        result = _run(args, target, steps, command, steps_bar)
+    finally:
+        if steps_bar is not None:
+            steps_bar.close()
+    if not result.ok:
+        _say_failure(result)
+        return result, None
+    _prune(args, target)
+    return result, recheck(target, libs)
+
+
+def _run(
+    args: argparse.Namespace,
+    target: Target,
+    steps: Sequence[Step],
+    command: str,
+    steps_bar: bar.Ticker | None,
+) -> RunResult:
+    from libdoctor.repair.run import run_steps
 
     wrapper = tuple(shlex.split(args.installer_cmd)) if args.installer_cmd else ()
-    result = run_steps(
+    return run_steps(
         target,
         steps,
         backups=backups_dir(args),
@@ -227,14 +253,10 @@ def execute(
         options=installer_options(args),
         environ=os.environ,
         wrapper=wrapper,
-        echo=sys.stderr.isatty() and not args.json,
+        echo=sys.stderr.isatty() and not args.json and not args.quiet and steps_bar is None,
         notify=say,
+        step_done=steps_bar,
     )
-    if not result.ok:
-        _say_failure(result)
-        return result, None
-    _prune(args, target)
-    return result, recheck(target, libs)
 
 
 def _prune(args: argparse.Namespace, target: Target) -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.cli import common
+from libdoctor.cli import progress as bar
 
 if TYPE_CHECKING:
     from libdoctor.analysis.run import Report
@@ -31,48 +31,8 @@ def register(sub: Any) -> None:
     check.add_argument(
         "--no-libraries", action="store_true", help="skip the native library (loader) checks"
     )
+    bar.add_quiet_option(check)
     check.set_defaults(func=run)
-
-
-def progress_factory(enabled: bool) -> Callable[[int, int], Callable[[int], None]] | None:
-    """A rich progress bar on stderr for long hashing, or None."""
-    if not enabled:
-        return None
-
-    def start(files: int, total: int) -> Callable[[int], None]:
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TimeRemainingColumn,
-            TransferSpeedColumn,
-        )
-
-        progress = Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        )
-        task = progress.add_task(f"hashing {files:,} files", total=total)
-        progress.start()
-        done = [0]
-
-        def tick(nbytes: int) -> None:
-            done[0] += nbytes
-            progress.update(task, completed=done[0])
-            if done[0] >= total:
-                progress.stop()
-
-        if total == 0:
-            progress.stop()
-        return tick
-
-    return start
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from libdoctor.report import check as check_report
     from libdoctor.report.json import target_dict
 
-    progress = progress_factory(args.deep and sys.stderr.isatty() and args.format == "text")
+    progress = bar.bytes_factory(args.deep and bar.wanted(args) and args.format == "text")
     report = check(
         common.discover_target(args),
         args.deep,

@@ -7,6 +7,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.cli import common
+from libdoctor.cli import progress as bar
 from libdoctor.cli.snapshot import add_snapshot_options, cache_dir
 from libdoctor.errors import LibdoctorError
 
@@ -51,6 +52,7 @@ def load(text: str, args: argparse.Namespace) -> tuple[Snapshot, dict[str, Any]]
         deep=args.deep,
         cache_dir=cache_dir(args),
         environ=os.environ,
+        progress=bar.bytes_factory(args.deep and bar.wanted(args)),
     )
     return snap, {"environment": target.prefix, "node": snap.node, "prefix": snap.prefix}
 

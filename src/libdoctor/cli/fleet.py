@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import functools
 from typing import Any
 
 from libdoctor.cli import common
+from libdoctor.cli import progress as bar
 from libdoctor.errors import LibdoctorError
 
 
@@ -47,6 +49,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--reference", metavar="NODE", help="compare with this node")
     parser.add_argument("--deep", action="store_true", help="record and compare file digests")
     common.add_format_options(parser)
+    bar.add_quiet_option(parser)
     parser.set_defaults(func=run, passthrough=[])
 
 
@@ -63,7 +66,8 @@ def gather(args: argparse.Namespace) -> Any:
         if address is not None and not _looks_like_address(address):
             items.insert(0, address)
             address = None
-        return fleet.ray_snapshots(address, _one_target(items), deep=args.deep)
+        nodes = functools.partial(bar.counter, bar.wanted(args), "snapshots", unit="nodes")
+        return fleet.ray_snapshots(address, _one_target(items), deep=args.deep, progress=nodes)
     if args.slurm:
         return fleet.slurm_snapshots(
             args.passthrough, _one_target(items), deep=args.deep, shared_dir=args.shared_dir
@@ -72,7 +76,7 @@ def gather(args: argparse.Namespace) -> Any:
         raise LibdoctorError("srun options and --shared-dir go with --slurm")
     if not items:
         raise LibdoctorError("name snapshot files, or --ray or --slurm")
-    return fleet.from_files(items)
+    return fleet.from_files(items, bar.counter(bar.wanted(args), "reading", len(items), "nodes"))
 
 
 def _one_target(items: list[str]) -> str | None:

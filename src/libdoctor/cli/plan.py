@@ -7,12 +7,14 @@ breaks something, 2 when libdoctor cannot tell.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.cli import changes, common
+from libdoctor.cli import progress as bar
 
 if TYPE_CHECKING:
     from libdoctor.environment.target import Target
@@ -91,6 +93,9 @@ def resolve_request(
         libraries=libraries,
         echo=sys.stderr.isatty() and not args.json,
         notify=changes.say,
+        progress=functools.partial(
+            bar.counter, bar.wanted(args) and not args.json, "reading wheel indexes", unit="wheels"
+        ),
     )
 
 

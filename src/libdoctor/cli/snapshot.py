@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from libdoctor.cli import common
+from libdoctor.cli import progress as bar
 
 
 def register(sub: Any) -> None:
@@ -45,6 +46,7 @@ def add_snapshot_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-cache", action="store_true", help="neither read nor write the hash cache"
     )
+    bar.add_quiet_option(parser)
 
 
 def cache_dir(args: argparse.Namespace) -> str | None:
@@ -60,7 +62,13 @@ def run(args: argparse.Namespace) -> int:
     from libdoctor.api import snapshot
 
     node = node_name(os.environ)
-    snap = snapshot(common.discover_target(args), args.deep, cache_dir=cache_dir(args), node=node)
+    snap = snapshot(
+        common.discover_target(args),
+        args.deep,
+        cache_dir=cache_dir(args),
+        node=node,
+        progress=bar.bytes_factory(args.deep and bar.wanted(args)),
+    )
     if args.output:
         write_snapshot(snap, args.output.replace("{node}", node))
     elif args.framed:

@@ -8,10 +8,10 @@ cannot be verified (unreadable, malformed, for other Pythons), one line on stder
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from libdoctor.cli import common
+from libdoctor.cli import progress as bar
 
 
 def register(sub: Any) -> None:
@@ -31,20 +31,20 @@ def register(sub: Any) -> None:
     common.add_target_options(verify)
     common.add_output_options(verify)
     common.add_deep_options(verify, deep_help="also compare file hashes with RECORD")
+    bar.add_quiet_option(verify)
     verify.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from libdoctor.analysis.lock import verify_lock
     from libdoctor.analysis.run import CheckOptions
-    from libdoctor.cli.check import progress_factory
     from libdoctor.findings import Severity
     from libdoctor.report import lock as lock_report
     from libdoctor.report.json import target_dict
 
     target = common.discover_target(args)
     options = CheckOptions(deep=args.deep, cache_dir=common.hash_cache_dir(args))
-    progress = progress_factory(args.deep and sys.stderr.isatty() and not args.json)
+    progress = bar.bytes_factory(args.deep and bar.wanted(args) and not args.json)
     report = verify_lock(target, args.lock, options, progress)
     order = {s: i for i, s in enumerate(sorted(Severity, reverse=True))}
     findings = sorted(report.check.findings, key=lambda f: order[f.severity])

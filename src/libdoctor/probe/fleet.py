@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,10 +32,14 @@ class Gathered:
 # --------------------------------------------------------------------------- files
 
 
-def from_files(paths: Sequence[str]) -> Gathered:
+def from_files(paths: Sequence[str], progress: Callable[[int], None] | None = None) -> Gathered:
     """Each file's snapshot, named by its node field, or by its file name when two files
-    carry the same node name."""
-    snaps = [(path, read_snapshot(path)) for path in paths]
+    carry the same node name. PROGRESS: told of each node read."""
+    snaps = []
+    for path in paths:
+        snaps.append((path, read_snapshot(path)))
+        if progress:
+            progress(1)
     nodes = [snap.node for _, snap in snaps]
     labels = [
         snap.node if snap.node and nodes.count(snap.node) == 1 else _file_label(path)
@@ -129,8 +133,15 @@ def snapshot_here(target: str | None, deep: bool) -> bytes:
     return encode(snap, gzipped=True)
 
 
-def ray_snapshots(address: str | None, target: str | None, *, deep: bool = False) -> Gathered:
-    """One task per alive node, pinned there (NodeAffinitySchedulingStrategy, soft=False)."""
+def ray_snapshots(
+    address: str | None,
+    target: str | None,
+    *,
+    deep: bool = False,
+    progress: Callable[[int], Callable[[int], None] | None] | None = None,
+) -> Gathered:
+    """One task per alive node, pinned there (NodeAffinitySchedulingStrategy, soft=False).
+    PROGRESS: given the number of nodes, gives what is told of each node done."""
     from importlib import import_module
 
     try:  # typed as Any: Ray is an optional extra, absent where the type check runs
@@ -158,7 +169,7 @@ def ray_snapshots(address: str | None, target: str | None, *, deep: bool = False
             ).remote(target, deep)
             for node in nodes
         }
-        return _gather_ray(ray, refs)
+        return _gather_ray(ray, refs, progress(len(refs)) if progress else None)
     finally:
         ray.shutdown()
 
@@ -167,9 +178,11 @@ def _ray_label(node: Mapping[str, object]) -> str:
     return f"{str(node['NodeID'])[:8]} {node.get('NodeManagerAddress', '?')}"
 
 
-def _gather_ray(ray: Any, refs: Mapping[str, object]) -> Gathered:
-    snapshots = []
-    failed = []
+def _gather_ray(
+    ray: Any, refs: Mapping[str, object], tick: Callable[[int], None] | None = None
+) -> Gathered:
+    snapshots: list[tuple[str, Snapshot]] = []
+    failed: list[tuple[str, str]] = []
     for label, ref in refs.items():
         try:
             data = ray.get(ref, timeout=TASK_TIMEOUT)
@@ -178,6 +191,8 @@ def _gather_ray(ray: Any, refs: Mapping[str, object]) -> Gathered:
             failed.append((label, str(exc)))
         except Exception as exc:  # a task's failure arrives as Ray's own exception types
             failed.append((label, _first_line(exc)))
+        if tick:
+            tick(1)  # a node done, its snapshot or its failure
     return Gathered(tuple(snapshots), tuple(failed))
 
 

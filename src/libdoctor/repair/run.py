@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -161,6 +161,7 @@ def run_steps(
     wrapper: Sequence[str] = (),
     echo: bool = False,
     notify: Notify | None = None,
+    step_done: Callable[[int], None] | None = None,
 ) -> RunResult:
     """Run STEPS in order, each backed up first; on the first failure, roll everything back.
 
@@ -168,6 +169,7 @@ def run_steps(
     SIGINT or SIGTERM stops the installer and rolls back like a failure, then is a one-line
     error; any other exception also rolls back, then propagates. A SIGKILL leaves the journal
     ``in-progress`` for ``libdoctor restore`` (the installer dies with libdoctor).
+    STEP_DONE is told of each step that finished well (1 each time: a progress bar's tick).
     """
     _check_installers(target, steps, wrapper)
     say = notify or (lambda _text: None)
@@ -178,7 +180,8 @@ def run_steps(
             raise LibdoctorError("interrupted by SIGTERM: nothing was changed") from None
         try:
             say(f"backup {session.info.id} in {session.path}")
-            return _run_each(session, target, steps, options, environ, wrapper, echo, say)
+            talk = _Talk(echo, say, step_done or (lambda _n: None))
+            return _run_each(session, target, steps, options, environ, wrapper, talk)
         except (KeyboardInterrupt, Terminated) as exc:
             name = exc.signal_name if isinstance(exc, Terminated) else "SIGINT"
             raise LibdoctorError(_interrupted(session, name, say)) from None
@@ -209,6 +212,15 @@ def _interrupted(session: BackupSession, name: str, say: Notify) -> str:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Talk:
+    """What a run tells the user as it goes: the installer's output (ECHO), lines, steps done."""
+
+    echo: bool
+    say: Notify
+    step_done: Callable[[int], None]
+
+
 def _run_each(
     session: BackupSession,
     target: Target,
@@ -216,9 +228,9 @@ def _run_each(
     options: InstallerOptions,
     environ: Mapping[str, str],
     wrapper: Sequence[str],
-    echo: bool,
-    say: Notify,
+    talk: _Talk,
 ) -> RunResult:
+    say = talk.say
     results: list[StepResult] = []
     for number, step in enumerate(steps, start=1):
         env = build_environment(target)
@@ -228,7 +240,7 @@ def _run_each(
         shown = shlex.join(step_argv(step, options))
         say(f"[{number}/{len(steps)}] {shown}  ({saved} files backed up)")
         run_env = installer_env(environ, session.tmpdir)
-        code, output = run_installer(argv, run_env, echo, started=session.started)
+        code, output = run_installer(argv, run_env, talk.echo, started=session.started)
         session.end(code, output)
         results.append(StepResult(step, argv, code, saved, output))
         if code != 0:
@@ -236,6 +248,7 @@ def _run_each(
             with quiet_signals():
                 rollback = session.rollback()
             return RunResult(rollback.backup, tuple(results), rollback)
+        talk.step_done(1)
     return RunResult(session.finish("done"), tuple(results), None)
 
 

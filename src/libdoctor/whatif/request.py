@@ -31,7 +31,7 @@ from libdoctor.findings import Finding, Severity
 from libdoctor.stack.cuda import is_cuda_package_name
 from libdoctor.stack.frameworks import framework_spec
 from libdoctor.whatif.plan import Plan, Step, diff_findings, plan_install, reinstall_together
-from libdoctor.whatif.resolve import resolve_requirements
+from libdoctor.whatif.resolve import WheelProgress, resolve_requirements
 from libdoctor.whatif.simulation import Simulation
 
 if TYPE_CHECKING:
@@ -92,6 +92,7 @@ def plan_request(
     echo: bool = False,
     notify: Notify | None = None,
     quick: bool = False,
+    progress: WheelProgress | None = None,
 ) -> PlannedInstall:
     """``pip install`` of REQUEST predicted: requirements resolved by the target's own pip
     (or libdoctor's, aimed at it with ``--python``), wheel files read as they are.
@@ -110,6 +111,7 @@ def plan_request(
             environ=environ,
             echo=echo,
             notify=notify,
+            progress=progress,
         )
         wheels += resolved.wheels
         notes, unknown = resolved.notes, resolved.unknown

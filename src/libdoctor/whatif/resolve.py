@@ -12,7 +12,7 @@ import shlex
 import subprocess
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,10 @@ from libdoctor.environment.target import Target
 from libdoctor.environment.wheel import WheelFile, read_wheel
 from libdoctor.errors import LibdoctorError
 
-__all__ = ["ResolvedWheels", "resolve_requirements"]
+__all__ = ["ResolvedWheels", "WheelProgress", "resolve_requirements"]
+
+WheelProgress = Callable[[int], Callable[[int], None] | None]
+"""Given how many wheels pip resolved, what is told of each one read (1 each time)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +50,7 @@ def resolve_requirements(
     environ: Mapping[str, str],
     echo: bool = False,
     notify: Notify | None = None,
+    progress: WheelProgress | None = None,
 ) -> ResolvedWheels:
     """The wheels ``pip install REQ...`` would install into TARGET, read from their index.
 
@@ -54,6 +58,7 @@ def resolve_requirements(
     a requirement already satisfied installs nothing, exactly as pip would do. A local wheel
     (``file://``) is read from disk; a remote one by range requests, kept in CACHE_DIR by its
     sha256. ECHO is accepted for callers; pip's resolution prints nothing worth showing.
+    PROGRESS: told of each resolved wheel read (or found to need a build).
     """
     say = notify or (lambda _text: None)
     items = _dry_run(target, requirements, options, environ, say)
@@ -64,7 +69,8 @@ def resolve_requirements(
     if not items:
         notes.append(f"{' '.join(requirements)}: already satisfied, pip would install nothing")
     credentials = _index_urls(options, environ)
-    for item in items:
+    tick = progress(len(items)) if progress else None
+    for item in _each(items, tick):
         meta = item.get("metadata", {})
         label = f"{meta.get('name', '?')} {meta.get('version', '?')}"
         info = item.get("download_info", {})
@@ -84,6 +90,14 @@ def resolve_requirements(
         fetched += read.fetched
         wheels.append(read.wheel)
     return ResolvedWheels(tuple(wheels), tuple(notes), tuple(unknown), fetched)
+
+
+def _each(items: Sequence[Any], tick: Callable[[int], None] | None) -> Iterator[Any]:
+    """ITEMS, TICK told of each once the loop's body is done with it."""
+    for item in items:
+        yield item
+        if tick:
+            tick(1)
 
 
 def _index_urls(options: InstallerOptions, environ: Mapping[str, str]) -> tuple[str, ...]:
