@@ -20,7 +20,7 @@ def register(sub: Any) -> None:
         "Reads only; never imports or runs code from the target.",
     )
     common.add_target_options(check)
-    common.add_output_options(check)
+    common.add_output_options(check, sarif=True)
     common.add_filter_options(check)
     common.add_deep_options(check, deep_help="also compare file hashes (parallel)")
     check.add_argument("--workers", type=int, metavar="N", help="hashing threads (default: cores)")
@@ -87,11 +87,15 @@ def run(args: argparse.Namespace) -> int:
         else functools.partial(loader_context, dict(os.environ), os.getcwd(), target),
         caches=dict(os.environ) if target.root == "/" else None,  # not an image's: the host's
     )
-    progress = progress_factory(args.deep and sys.stderr.isatty() and not args.json)
+    progress = progress_factory(args.deep and sys.stderr.isatty() and args.format == "text")
     report = run_check(target, options, progress=progress)
     common.keep_until_exit(report)
     shown = filter_findings(report.findings, args.select, args.ignore, args.all)
-    if args.json:
+    if args.format == "sarif":
+        from libdoctor.report import sarif
+
+        common.write(sarif.render(shown, target.prefix))
+    elif args.json:
         common.write(check_report.render_json(report, shown, target_dict(target)))
     else:
         color = common.use_color(args)
