@@ -139,3 +139,26 @@ def test_plan_install_sarif(module_libdoctor: Libdoctor, healthy: Venv, seed: Se
     run = run_of(sarif(module_libdoctor, "plan", "install", str(seed.cudnn_b), healthy.path, rc=1))
     assert run["results"], "installing cudnn-b over cudnn-a overwrites its library"
     assert all(r["locations"] for r in run["results"])
+
+
+def test_render_levels_and_locations_in_and_outside_the_target(tmp_path: Path) -> None:
+    from libdoctor.findings import DistRef, Finding, Severity
+    from libdoctor.report import sarif as sarif_report
+
+    prefix = tmp_path / "env"
+    odd = str(prefix / "lib" / "caf\udce9 dir" / "x.so")  # an undecodable byte, escaped
+    findings = [
+        Finding("unresolved-library", Severity.ERROR, "e", DistRef("a", "1"), paths=(odd,)),
+        Finding("shadowed-library", Severity.WARNING, "w", paths=("/usr/lib/libz.so.1",)),
+        Finding("untracked-library", Severity.INFO, "i"),
+    ]
+    doc = json.loads(sarif_report.render(findings, str(prefix)))
+    assert schema_errors(doc) == []
+    results = doc["runs"][0]["results"]
+    assert [r["level"] for r in results] == ["error", "warning", "note"]
+    where = [r["locations"][0]["physicalLocation"]["artifactLocation"] for r in results]
+    # the file's own byte (0xE9), percent-encoded: the URI names the file on disk
+    assert where[0] == {"uri": "lib/caf%E9%20dir/x.so", "uriBaseId": "TARGET"}
+    assert where[1] == {"uri": "file:///usr/lib/libz.so.1"}
+    assert where[2] == {"uri": "./", "uriBaseId": "TARGET"}
+    assert results[0]["properties"]["distribution"] == {"name": "a", "version": "1"}
