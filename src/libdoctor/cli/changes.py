@@ -142,9 +142,11 @@ def say(text: str) -> None:
 def write_plan(args: argparse.Namespace, plan: Plan) -> None:
     """The plan as `libdoctor plan` shows it: uninstall shows the same before it runs."""
     from libdoctor.report.json import target_dict
-    from libdoctor.report.plan import plan_json, plan_text
+    from libdoctor.report.plan import plan_json, plan_sarif, plan_text
 
-    if args.json:
+    if args.format == "sarif":
+        common.write(plan_sarif(plan))
+    elif args.json:
         common.write(plan_json(plan, target_dict(plan.target)))
     else:
         common.write(plan_text(plan, verbose=args.verbose, color=common.use_color(args)))

@@ -24,7 +24,7 @@ def register(sub: Any) -> None:
         "Reads only; never imports or runs code from the target.",
     )
     common.add_target_options(check)
-    common.add_format_options(check)
+    common.add_format_options(check, (*common.FORMATS, "sarif"))
     common.add_filter_options(check)
     common.add_deep_options(check, deep_help="also compare file hashes (parallel)")
     check.add_argument("--workers", type=int, metavar="N", help="hashing threads (default: cores)")
@@ -38,6 +38,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from libdoctor.api import check
     from libdoctor.report import check as check_report
+    from libdoctor.report import sarif
     from libdoctor.report.json import target_dict
 
     progress = bar.bytes_factory(args.deep and bar.wanted(args) and args.format == "text")
@@ -64,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
             ),
             "json": lambda: check_report.render_json(run, shown, target_dict(report.target)),
             "html": lambda: check_report.render_html(run, shown, failing_imports(args, run, shown)),
+            "sarif": lambda: sarif.render(shown, report.target.prefix),
         },
     )
     return common.exit_code(shown, args.fail_on)

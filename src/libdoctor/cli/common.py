@@ -57,9 +57,35 @@ def add_target_options(parser: argparse.ArgumentParser, *, positional: bool = Tr
     )
 
 
-def add_output_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
-    add_text_options(parser)
+class _FormatAction(argparse.Action):
+    """``--format FORMAT``, and ``--json`` as ``--format json``: both keep ``args.json``."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        chosen = self.const if self.const is not None else str(values)
+        namespace.format = chosen
+        namespace.json = chosen == "json"
+
+
+def add_output_options(parser: argparse.ArgumentParser, *, sarif: bool = False) -> None:
+    """``--json``, ``--color``, ``--verbose``; with SARIF, ``--format {text,json,sarif}`` too
+    (``--json`` its alias for json)."""
+    parser.set_defaults(json=False, format="text")
+    parser.add_argument(
+        "--json", action=_FormatAction, nargs=0, const="json", help="machine-readable output"
+    )
+    if sarif:
+        parser.add_argument(
+            "--format",
+            action=_FormatAction,
+            choices=("text", "json", "sarif"),
+            help="text (default), json (as --json), or sarif: SARIF 2.1.0 for code scanning",
+        )
 
 
 # The formats of the commands that take --format (check, diff, fleet); text first, the default.

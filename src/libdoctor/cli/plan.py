@@ -50,7 +50,7 @@ def register(sub: Any) -> None:
     install.add_argument("items", nargs="*", metavar="WHEEL|REQ... [TARGET]")
     for parser in (uninstall, install):
         common.add_target_options(parser, positional=False)
-        common.add_output_options(parser)
+        common.add_output_options(parser, sarif=True)
         common.add_library_option(parser)
     changes.add_installer_options(install, hooks=False)
     add_request_options(install)
@@ -91,7 +91,7 @@ def resolve_request(
         cache_dir=changes.cache_dir(args),
         environ=os.environ,
         libraries=libraries,
-        echo=sys.stderr.isatty() and not args.json,
+        echo=sys.stderr.isatty() and args.format == "text",
         notify=changes.say,
         progress=functools.partial(
             bar.counter, bar.wanted(args) and not args.json, "reading wheel indexes", unit="wheels"

@@ -8,6 +8,7 @@ cannot be verified (unreadable, malformed, for other Pythons), one line on stder
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from libdoctor.cli import common
@@ -29,7 +30,7 @@ def register(sub: Any) -> None:
         help="pylock.toml (PEP 751), uv.lock, or a requirements file of name==version pins",
     )
     common.add_target_options(verify)
-    common.add_output_options(verify)
+    common.add_output_options(verify, sarif=True)
     common.add_deep_options(verify, deep_help="also compare file hashes with RECORD")
     bar.add_quiet_option(verify)
     verify.set_defaults(func=run)
@@ -44,11 +45,17 @@ def run(args: argparse.Namespace) -> int:
 
     target = common.discover_target(args)
     options = CheckOptions(deep=args.deep, cache_dir=common.hash_cache_dir(args))
-    progress = bar.bytes_factory(args.deep and bar.wanted(args) and not args.json)
+    progress = bar.bytes_factory(args.deep and bar.wanted(args) and args.format == "text")
     report = verify_lock(target, args.lock, options, progress)
     order = {s: i for i, s in enumerate(sorted(Severity, reverse=True))}
     findings = sorted(report.check.findings, key=lambda f: order[f.severity])
-    if args.json:
+    if args.format == "sarif":
+        from libdoctor.report import sarif
+
+        common.write(
+            sarif.render(findings, target.prefix, fallback=os.path.abspath(report.lock.path))
+        )
+    elif args.json:
         common.write(lock_report.render_json(report, findings, target_dict(target)))
     else:
         text = lock_report.render_text(

@@ -45,6 +45,13 @@ def plan_json(plan: Plan, target: Mapping[str, Any]) -> str:
     )
 
 
+def plan_sarif(plan: Plan) -> str:
+    """The findings the change would bring, as SARIF (report.sarif)."""
+    from libdoctor.report import sarif
+
+    return sarif.render(visible(plan).new, plan.target.prefix)
+
+
 def plan_text(plan: Plan, *, verbose: bool, color: bool) -> str:
     return to_string(plan_lines(visible(plan), verbose), color=color)
 
