@@ -86,6 +86,7 @@ def add_output_options(parser: argparse.ArgumentParser, *, sarif: bool = False) 
             choices=("text", "json", "sarif"),
             help="text (default), json (as --json), or sarif: SARIF 2.1.0 for code scanning",
         )
+    add_text_options(parser)
 
 
 # The formats of the commands that take --format (check, diff, fleet); text first, the default.
