@@ -278,6 +278,7 @@ def _missing_and_altered(
     findings: list[Finding] = []
     stat = disk.stat
     pycache = f"{os.sep}__pycache__{os.sep}"  # is_bytecode(), inlined: 22k calls
+    pycache_dir = f"{os.sep}__pycache__"
     differing = digests.differing if isinstance(digests, RecordDigests) else None
     stand_ins = env.stand_ins  # the guard's wrappers: their originals are judged instead
     for dist in env.distributions:
@@ -291,6 +292,9 @@ def _missing_and_altered(
                 path = stand_ins[path]
             if path.endswith(".pyc") and pycache in path:
                 continue  # bytecode: pip may never have written it; RECORD gives no size/hash
+            if claim.entry.hash is None and path.endswith((".pyc", pycache_dir)):
+                continue  # bytecode promised, never compiled: virtualenv's seeder lists
+                # `pkg/mod.cpython-311.pyc` and `pkg/__pycache__` rows without a hash
             state = stat(path)
             if not state.exists:
                 missing.append(path)
