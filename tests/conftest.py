@@ -13,7 +13,15 @@ import pytest
 from support.checkdoc import Doc, check_ok
 from support.conflicts import ConflictWheels, build_conflict_wheels
 from support.repairs import Cli
-from support.venvs import Libdoctor, Venv, VenvFactory, create_template_venv
+from support.seed import SeedWheels, build_seed_wheels
+from support.venvs import (
+    Libdoctor,
+    Venv,
+    VenvFactory,
+    create_template_venv,
+    pip_install,
+    pip_uninstall,
+)
 from support.wheels import WheelFactory
 from support.zoo import Zoo, build_zoo
 
@@ -62,6 +70,30 @@ def module_libdoctor(tmp_path_factory: pytest.TempPathFactory) -> Libdoctor:
 def cli(tmp_path: Path) -> Cli:
     """The repair commands' ``libdoctor``: backups and downloads under this test's tmp."""
     return Cli(tmp_path / "cache-home")
+
+
+@pytest.fixture(scope="module")
+def seed(module_wheels: WheelFactory) -> SeedWheels:
+    """The seed's wheels: cudnn-a and cudnn-b sharing a library path, and torchlike."""
+    return build_seed_wheels(module_wheels)
+
+
+@pytest.fixture(scope="module")
+def healthy(module_venv: VenvFactory, seed: SeedWheels) -> Venv:
+    """The seed's packages installed by real pip, nothing broken."""
+    venv = module_venv("healthy")
+    pip_install(venv, seed.cudnn_a, seed.torchlike)
+    return venv
+
+
+@pytest.fixture(scope="module")
+def phantom(module_venv: VenvFactory, seed: SeedWheels) -> Venv:
+    """cudnn-b installed over cudnn-a, then uninstalled: cudnn-a's library is gone."""
+    venv = module_venv("phantom")
+    pip_install(venv, seed.cudnn_a, seed.torchlike)
+    pip_install(venv, seed.cudnn_b)
+    pip_uninstall(venv, "cudnn-b")
+    return venv
 
 
 @pytest.fixture(scope="module")

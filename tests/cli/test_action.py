@@ -20,35 +20,12 @@ from typing import Any
 
 import pytest
 
-from support.seed import SeedWheels, build_seed_wheels
-from support.venvs import Venv, VenvFactory, pip_install, pip_uninstall
-from support.wheels import WheelFactory
+from support.venvs import Venv
 
 yaml = pytest.importorskip("yaml")
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 EXPRESSION = re.compile(r"\$\{\{\s*([^}]*?)\s*\}\}")
-
-
-@pytest.fixture(scope="module")
-def seed(module_wheels: WheelFactory) -> SeedWheels:
-    return build_seed_wheels(module_wheels)
-
-
-@pytest.fixture(scope="module")
-def healthy(module_venv: VenvFactory, seed: SeedWheels) -> Venv:
-    venv = module_venv("healthy")
-    pip_install(venv, seed.cudnn_a, seed.torchlike)
-    return venv
-
-
-@pytest.fixture(scope="module")
-def phantom(module_venv: VenvFactory, seed: SeedWheels) -> Venv:
-    venv = module_venv("phantom")
-    pip_install(venv, seed.cudnn_a, seed.torchlike)
-    pip_install(venv, seed.cudnn_b)
-    pip_uninstall(venv, "cudnn-b")
-    return venv
 
 
 def action() -> dict[str, Any]:

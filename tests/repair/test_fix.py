@@ -26,7 +26,7 @@ from support.repairs import (
     tree_state,
     wait_for_installer,
 )
-from support.seed import LIB_REL, SeedWheels, build_seed_wheels, import_version
+from support.seed import LIB_REL, SeedWheels, import_version
 from support.venvs import (
     WITH_UV,
     Venv,
@@ -43,11 +43,6 @@ from support.venvs import (
 from support.wheels import WheelFactory, record_line
 
 Doc = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def seed(module_wheels: WheelFactory) -> SeedWheels:
-    return build_seed_wheels(module_wheels)
 
 
 class States:

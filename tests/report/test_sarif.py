@@ -16,9 +16,8 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from libdoctor.findings import CODES
-from support.seed import EXT_REL, SeedWheels, build_seed_wheels
-from support.venvs import Libdoctor, Venv, VenvFactory, pip_install, pip_uninstall
-from support.wheels import WheelFactory
+from support.seed import EXT_REL, SeedWheels
+from support.venvs import Libdoctor, Venv
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -43,28 +42,6 @@ def sarif(libdoctor: Libdoctor, *args: str | Path, rc: int) -> Doc:
     assert isinstance(doc, dict)
     assert schema_errors(doc) == []
     return doc
-
-
-@pytest.fixture(scope="module")
-def seed(module_wheels: WheelFactory) -> SeedWheels:
-    return build_seed_wheels(module_wheels)
-
-
-@pytest.fixture(scope="module")
-def healthy(module_venv: VenvFactory, seed: SeedWheels) -> Venv:
-    venv = module_venv("healthy")
-    pip_install(venv, seed.cudnn_a, seed.torchlike)
-    return venv
-
-
-@pytest.fixture(scope="module")
-def phantom(module_venv: VenvFactory, seed: SeedWheels) -> Venv:
-    """cudnn-b installed over cudnn-a, then uninstalled: cudnn-a's library is gone."""
-    venv = module_venv("phantom")
-    pip_install(venv, seed.cudnn_a, seed.torchlike)
-    pip_install(venv, seed.cudnn_b)
-    pip_uninstall(venv, "cudnn-b")
-    return venv
 
 
 def run_of(doc: Doc) -> Doc:

@@ -22,7 +22,7 @@ from libdoctor.findings import Code, DistRef, Finding, Severity
 from libdoctor.whatif.plan import diff_findings
 from libdoctor.whatif.simulation import Overlay
 from support.repairs import Cli
-from support.seed import LIB_REL, SeedWheels, build_seed_wheels, import_version
+from support.seed import LIB_REL, SeedWheels, import_version
 from support.venvs import (
     Venv,
     VenvFactory,
@@ -46,11 +46,6 @@ def new_findings(doc: Doc, code: str) -> list[Doc]:
 
 
 # =============================================================================== fixtures
-
-
-@pytest.fixture(scope="module")
-def seed(module_wheels: WheelFactory) -> SeedWheels:
-    return build_seed_wheels(module_wheels)
 
 
 @pytest.fixture(scope="module")
