@@ -326,7 +326,8 @@ def load_after(path: str, listing: Mapping[str, Entry]) -> dict[str, Entry] | No
         with open(where, encoding="ascii") as handle:
             raw = json.load(handle)
         doc = Fields(raw if isinstance(raw, dict) else {}, "")
-        after = {p: e for p, e in listing.items() if p not in set(doc.absolutes("removed"))}
+        removed = set(doc.absolutes("removed"))
+        after = {p: e for p, e in listing.items() if p not in removed}
         after.update({n: _entry(n, v) for n, v in doc.mapping("changed").items()})
     except (OSError, ValueError) as exc:
         raise LibdoctorError(f"{path}: the run's closing listing is unreadable: {exc}") from None
