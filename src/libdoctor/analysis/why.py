@@ -18,7 +18,7 @@ from libdoctor.checks.libraries import (
     Shipped,
     basename_index,
     check_libraries,
-    dependency_closure,
+    direct_requirements,
     shipped_by,
 )
 from libdoctor.disk.stat import Disk
@@ -113,7 +113,7 @@ def with_runtime_loaders(
     (loader.runtime) carries where that loader finds it."""
     if all(r.resolution.status == "found" for r in requests):
         return requests
-    deps = dependency_closure(analysis.env)
+    deps = direct_requirements(analysis.env)
     out = []
     for request in requests:
         res = request.resolution

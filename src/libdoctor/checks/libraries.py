@@ -14,11 +14,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from libdoctor.checks.requirements import missing_requirements
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, required_names
 from libdoctor.environment.installers import reinstall_argv, steps_fix
 from libdoctor.environment.model import Environment, is_inside
 from libdoctor.environment.paths import display, is_native
+from libdoctor.environment.requirements import RequirementIndex
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.loader.extensions import LibraryAnalysis, module_name
 from libdoctor.loader.model import Closure, LoadedObject, Resolution
@@ -77,11 +79,17 @@ class _Gap:
         return [r for r in seen if r]
 
 
-def dependency_closure(env: Environment) -> dict[str, set[str]]:
-    """distribution key -> keys of everything it requires, transitively (markers evaluated)."""
+def direct_requirements(env: Environment) -> dict[str, set[str]]:
+    """distribution key -> keys of what it requires itself (markers evaluated, extras off)."""
     direct: dict[str, set[str]] = defaultdict(set)
     for dist in env.distributions:
         direct[dist.key].update(required_names(dist))
+    return direct
+
+
+def dependency_closure(env: Environment) -> dict[str, set[str]]:
+    """distribution key -> keys of everything it requires, transitively (markers evaluated)."""
+    direct = direct_requirements(env)
     closure: dict[str, set[str]] = {}
     for key in {d.key for d in env.distributions}:
         seen: set[str] = set()
@@ -126,13 +134,14 @@ def check_libraries(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
     optional: dict[str, _Gap] = {}
     if failed:  # the import context is worth computing only when something failed alone
         deps = dependency_closure(env)
+        direct = direct_requirements(env)
         provided = _provided_in_context(analysis)
         for closure, res in failed:
             key = analysis.module_dists.get(closure.root, "")
             context = {key} | deps.get(key, set())
             if any(k in context for k in provided.get(res.name, {})):
                 continue  # loaded by an import that must come first
-            hit = runtime_search(env, disk, res.name, deps, key)
+            hit = runtime_search(env, disk, res.name, direct, key)
             if hit is not None and (hit.present or not hit.lost):
                 if not hit.present:  # a feature its package loads on demand, not installed
                     optional.setdefault(res.name, _Gap(res.name, hit=hit)).requests.append(
@@ -329,7 +338,55 @@ def _unresolved_remedy(
             f"{display(os.path.basename(requester))}.",
             None,
         )
+    provider = _missing_provider(env, gap, requester)
+    if provider is not None:
+        return provider
     return " No installed distribution ships a file by that name.", None
+
+
+_GENERIC_TOKENS = frozenset({"nvidia", "python", "py", "lib", "libs", "bin", "cuda"})
+_CUDA_TOKEN = re.compile(r"^cu\d+x?$")
+
+
+def _name_tokens(key: str) -> set[str]:
+    """The words of a distribution name that can name a place: ``nvidia-cudnn-cu13`` ->
+    {cudnn}."""
+    return {
+        t
+        for t in re.split(r"[-_.]", key)
+        if len(t) > 2 and t not in _GENERIC_TOKENS and not _CUDA_TOKEN.match(t)
+    }
+
+
+def _missing_provider(env: Environment, gap: _Gap, requester: str) -> tuple[str, Fix] | None:
+    """A requirement of the requester's distribution (or of what it requires) that is not
+    installed and whose name names where the loader looked, or the library itself: the
+    distribution that was meant to provide it. Its fix is the one ``requirement-missing``
+    gives, so both are one cause. Only one such requirement counts; two are a guess."""
+    owners = env.owners(_norm(requester))
+    if not owners:
+        return None
+    deps = dependency_closure(env)
+    requirers = [owners[0], *(d for d in env.distributions if d.key in deps.get(owners[0].key, ()))]
+    missing = missing_requirements(env, RequirementIndex(env), requirers)
+    stem = re.sub(r"\.so(\.[0-9.]*)?$", "", gap.name).removeprefix("lib").lower()
+    places = {stem} | {
+        part.lower()
+        for _, res in gap.requests
+        for sd in res.searched
+        if sd.directory and is_inside(_norm(sd.directory), env.target.prefix)
+        for part in _norm(sd.directory).split(os.sep)
+    }
+    meant = [(key, fix) for key, fix in missing.items() if _name_tokens(key) & places]
+    if len(meant) != 1 or meant[0][1] is None:
+        return None
+    key, fix = meant[0]
+    assert fix is not None
+    return (
+        f" {owners[0].display} requires {key}, which is not installed: its name is where the "
+        "loader looks for it; installing it brings the library.",
+        fix,
+    )
 
 
 def _broken_file(env: Environment, gap: _Gap) -> tuple[str, Fix | None] | None:
