@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from libdoctor.checks.optional import OptionalModule, judge_optional
 from libdoctor.checks.requirements import missing_requirements
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, required_names
@@ -70,6 +71,7 @@ class _Gap:
     name: str
     requests: list[tuple[Closure, Resolution]] = field(default_factory=list)
     hit: RuntimeHit | None = None  # the package's own loader that would load it, if one does
+    modules: list[OptionalModule] = field(default_factory=list)  # optional features needing it
 
     @property
     def requesters(self) -> list[str]:
@@ -154,6 +156,8 @@ def check_libraries(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
             if res.status != "found" and res.kind == "needed" and res.name not in needed:
                 optional.setdefault(res.name, _Gap(res.name)).requests.append((closure, res))
     names_index = basename_index(shipping_paths(analysis)) if (needed or optional) else {}
+    if needed:
+        _optional_modules(analysis, disk, needed, optional, names_index)
     for name, gap in sorted(needed.items()):
         if is_driver_library(name):
             findings.append(_driver_finding(env, gap, optional=False))
@@ -166,6 +170,48 @@ def check_libraries(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
             findings.append(_optional_finding(env, gap, names_index))
     findings += _shadowed(analysis, disk)
     return findings
+
+
+def _optional_modules(
+    analysis: LibraryAnalysis,
+    disk: Disk,
+    needed: dict[str, _Gap],
+    optional: dict[str, _Gap],
+    index: Mapping[str, list[str]],
+) -> None:
+    """Move the requests of extension modules that are optional features, on evidence
+    (``checks.optional``), from NEEDED to OPTIONAL; a gap keeps its other requests."""
+    env = analysis.env
+    requirements: list[RequirementIndex] = []
+
+    def index_once() -> RequirementIndex:
+        if not requirements:
+            requirements.append(RequirementIndex(env))
+        return requirements[0]
+
+    def missing_for(dist: Distribution) -> bool:
+        return bool(missing_requirements(env, index_once(), [dist]))
+
+    for name in list(needed):
+        gap = needed[name]
+        if is_driver_library(name):
+            continue
+        shipped: list[object] = [*shipped_by(env, disk, name, index)]
+        shipped += [p for p in disk.removed if os.path.basename(p) == name]
+        judged: dict[str, OptionalModule | None] = {}
+        for closure, res in gap.requests:
+            if closure.root not in judged:
+                judged[closure.root] = (
+                    judge_optional(env, index_once, closure.root, name, shipped, missing_for)
+                    if res.status == "not_found"
+                    else None
+                )
+        if not judged or None in judged.values():
+            continue  # one module that needs it for certain: the gap stays an error
+        del needed[name]
+        moved = optional.setdefault(name, _Gap(name))
+        moved.requests += gap.requests
+        moved.modules += [m for m in judged.values() if m is not None]
 
 
 # --- elf-invalid ------------------------------------------------------------------------
@@ -459,6 +505,8 @@ def _optional_finding(env: Environment, gap: _Gap, index: Mapping[str, list[str]
         "needed_by": [{"path": display(r), "owners": owner_refs(env, r)} for r in requesters],
         "shipped_at": [display(p) for p in index.get(gap.name, ())],
     }
+    if gap.modules:
+        return _optional_module_finding(gap, evidence)
     first = (
         display(os.path.basename(requesters[0]))
         if gap.hit is None
@@ -482,6 +530,33 @@ def _optional_finding(env: Environment, gap: _Gap, index: Mapping[str, list[str]
         severity=Severity.INFO,
         message=f"{gap.name} is not found for {whom}{why}",
         paths=tuple(requesters),
+        evidence=evidence,
+    )
+
+
+def _optional_module_finding(gap: _Gap, evidence: dict[str, Any]) -> Finding:
+    """``optional: numba.np.ufunc.tbbpool needs libtbb.so.12, which no installed
+    distribution ships (install tbb to enable)``, with the evidence that makes it optional."""
+    first = gap.modules[0]
+    whom = first.module + (
+        f" and {len(gap.modules) - 1} more module(s)" if len(gap.modules) > 1 else ""
+    )
+    enable = (
+        f"install {first.provider}" if first.provider else "install a distribution that ships it"
+    )
+    top = first.module.split(".")[0]
+    evidence["optional_modules"] = [m.evidence() for m in gap.modules]
+    return Finding(
+        code="optional-library-missing",
+        severity=Severity.INFO,
+        message=(
+            f"optional: {whom} needs {gap.name}, which no installed distribution ships "
+            f"({enable} to enable). {first.dist.display} is intact (its bytes match RECORD, "
+            f"its requirements are installed) and import {top} does not import it: only "
+            "the feature that loads it is unavailable."
+        ),
+        distribution=DistRef(first.dist.name, first.dist.version),
+        paths=tuple(m.path for m in gap.modules),
         evidence=evidence,
     )
 
