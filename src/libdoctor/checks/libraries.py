@@ -241,13 +241,13 @@ def _elf_invalid(analysis: LibraryAnalysis) -> list[Finding]:
                 distribution=DistRef(owners[0].name, owners[0].version) if owners else None,
                 paths=(path,),
                 evidence={"reason": reason, "owners": owner_refs(env, path)},
-                fix=_reinstall(env, owners),
+                fix=reinstall_fix(env, owners),
             )
         )
     return findings
 
 
-def _reinstall(env: Environment, dists: Sequence[Distribution]) -> Fix | None:
+def reinstall_fix(env: Environment, dists: Sequence[Distribution]) -> Fix | None:
     usable = [d for d in dict.fromkeys(dists) if not d.external]
     if not usable:
         return None
@@ -376,7 +376,7 @@ def _unresolved_remedy(
         dists = [c.dist for c in on_path_lost]
         names = ", ".join(sorted({d.display for d in dists}))
         text = f" {names} lists it in RECORD but the file is gone; reinstalling brings it back."
-        return text, _reinstall(env, dists)
+        return text, reinstall_fix(env, dists)
     if candidates:
         where = ", ".join(display(c.path) for c in candidates[:3])
         return (
@@ -444,7 +444,7 @@ def _broken_file(env: Environment, gap: _Gap) -> tuple[str, Fix | None] | None:
     if not owners:
         return " No installed distribution claims that file.", None
     names = ", ".join(sorted({d.display for d in owners}))
-    return f" It is {names}'s; reinstalling restores it.", _reinstall(env, owners)
+    return f" It is {names}'s; reinstalling restores it.", reinstall_fix(env, owners)
 
 
 def _request_evidence(env: Environment, gap: _Gap, sites: Sequence[str]) -> list[dict[str, Any]]:
