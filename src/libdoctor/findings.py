@@ -37,6 +37,8 @@ Code = Literal[
     "driver-library-absent",
     "optional-library-missing",
     "shadowed-library",
+    "runtime-library-missing",
+    "runtime-library-outside",
     "cuda-mixed-major",
     "pin-mismatch",
     "foreign-bytes",
@@ -95,6 +97,15 @@ _CODES: tuple[CodeInfo, ...] = (
         shown_by_default=False,
     ),
     CodeInfo("shadowed-library", "a library resolved from outside the environment shadows its own"),
+    CodeInfo(
+        "runtime-library-missing",
+        "a library another library loads at run time by name (dlopen) cannot be loaded",
+    ),
+    CodeInfo(
+        "runtime-library-outside",
+        "a library loaded at run time by name resolves outside the environment or to another "
+        "CUDA major",
+    ),
     CodeInfo("cuda-mixed-major", "CUDA packages for a CUDA major no installed framework uses"),
     CodeInfo("pin-mismatch", "a framework's exact pin is not what is installed"),
     CodeInfo("foreign-bytes", "a library a framework loads is not its pinned package's bytes"),

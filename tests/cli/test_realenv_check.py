@@ -83,3 +83,63 @@ def test_native_model_gives_the_full_models_findings(torch_env: Path) -> None:
     expected = native_checks(build_environment(target), RealDisk(), None, context)[0]
     assert native_checks(light, RealDisk(), None, context)[0] == expected
     assert {f.code for f in expected} == {"driver-library-absent", "optional-library-missing"}
+
+
+def _copy(torch_env: Path, tmp_path: Path) -> Path:
+    broken = tmp_path / "env"
+    subprocess.run(["cp", "-al", str(torch_env), str(broken)], check=True)
+    return broken
+
+
+def test_cu13_cudnn_uninstall_is_import_torch_fails(
+    torch_env: Path, libdoctor: Libdoctor, tmp_path: Path
+) -> None:
+    """Issue 22: torch reaches cuda-pathfinder only through cuda-bindings; libcudnn.so.9 is
+    DT_NEEDED by libtorch_python.so: an error whose cause reads "import torch fails"."""
+    broken = _copy(torch_env, tmp_path)
+    try:
+        subprocess.run(
+            [str(broken / "bin/python"), "-m", "pip", "uninstall", "-y", "-q", "nvidia-cudnn-cu13"],
+            check=True,
+            env={"PATH": os.environ["PATH"], "PIP_NO_INPUT": "1"},
+        )
+        doc = libdoctor.check(broken, "--json").json()
+        (unresolved,) = [f for f in doc["findings"] if f["code"] == "unresolved-library"]
+        assert unresolved["severity"] == "error"
+        assert unresolved["evidence"]["library"] == "libcudnn.so.9"
+        assert any((c["title"] or "").startswith("import torch fails") for c in doc["causes"])
+    finally:
+        shutil.rmtree(broken, ignore_errors=True)
+
+
+SUBLIB = "lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn_graph.so.9"
+
+
+@pytest.mark.parametrize("row", ["kept", "removed", "outside"])
+def test_a_lost_cudnn_sublibrary(
+    row: str, torch_env: Path, libdoctor: Libdoctor, tmp_path: Path
+) -> None:
+    """The real cuDNN 9 wheel: libcudnn.so.9 dlopens libcudnn_graph.so.9 at run time."""
+    broken = _copy(torch_env, tmp_path)
+    try:
+        graph = broken / SUBLIB
+        system = tmp_path / "system"
+        system.mkdir()
+        os.link(graph, system / graph.name)
+        graph.unlink()
+        env: dict[str, str | None] = {}
+        if row != "kept":
+            (record,) = broken.glob("lib/python3.11/site-packages/nvidia_cudnn_cu13-*/RECORD")
+            kept = [x for x in record.read_text().splitlines(True) if graph.name not in x]
+            record.unlink()
+            record.write_text("".join(kept))
+        if row == "outside":
+            env["LD_LIBRARY_PATH"] = str(system)
+        doc = libdoctor.check(broken, "--json", env=env).json()
+        code = "runtime-library-outside" if row == "outside" else "runtime-library-missing"
+        (finding,) = [f for f in doc["findings"] if f["code"] == code]
+        assert finding["evidence"]["library"] == "libcudnn_graph.so.9"
+        assert finding["distribution"]["name"] == "nvidia-cudnn-cu13"
+        assert finding["severity"] == ("warning" if row == "outside" else "error")
+    finally:
+        shutil.rmtree(broken, ignore_errors=True)

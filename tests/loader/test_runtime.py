@@ -18,7 +18,8 @@ import pytest
 from libdoctor.loader.runtime import SEARCHES
 from support.cc import compile_lib, require_gcc
 from support.dists import fake_dist
-from support.venvs import Libdoctor, Venv, VenvFactory, pip_install
+from support.stackfake import TorchStack
+from support.venvs import Libdoctor, Venv, VenvFactory, pip_install, pip_uninstall
 from support.wheels import WheelFactory, extension_suffix
 
 EXT = extension_suffix()
@@ -150,3 +151,52 @@ def test_why_says_which_package_loads_it(cupylike: tuple[Venv, Path], libdoctor:
     doc = libdoctor("why", "libcublas.so.12", venv.path, "--json").json()
     loaded = [r["runtime_loader"] for r in doc["requests"] if "runtime_loader" in r]
     assert loaded and loaded[0]["found"] == [str(lib)]
+
+
+PATHFINDER_CUDNN = b"""
+class DescriptorSpec:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+DESCRIPTOR_CATALOG = (
+    DescriptorSpec(name="cudnn", linux_sonames=("libcudnn.so.9",),
+                   site_packages_linux=("nvidia/cudnn/lib",)),
+)
+"""
+
+
+def test_a_loader_reached_only_through_another_requirement_excuses_nothing(
+    make_wheel: WheelFactory, new_venv: VenvFactory, libdoctor: Libdoctor
+) -> None:
+    """torch 2.14.1 cu13 requires cuda-bindings, which requires cuda-pathfinder: torch's
+    own import never calls it. With nvidia-cudnn-cu13 uninstalled, libcudnn.so.9 (needed by
+    torch._C's closure) is an error, and its cause is "import torch fails" with the install
+    requirement-missing gives (issue 22: it was a hidden info)."""
+    stack = TorchStack(make_wheel)
+    bindings = make_wheel("cuda-bindings", "13.5.0", {}, requires=["cuda-pathfinder>=1.4"])
+    pathfinder = make_wheel(
+        "cuda-pathfinder",
+        "1.9.1",
+        {"cuda/pathfinder/__init__.py": b"", CATALOG_PATH: PATHFINDER_CUDNN},
+    )
+    requires = (
+        "cuda-toolkit[cudart,cusparse]==13.0.3",
+        f"nvidia-cudnn-cu13=={TorchStack.CUDNN13}",
+        "cuda-bindings>=13",
+    )
+    venv = new_venv("cu13-cudnn")
+    pip_install(venv, *stack.coherent()[:-1], pathfinder, bindings, stack.torch(requires=requires))
+    assert libdoctor.check(venv.path).rc == 0
+    pip_uninstall(venv, "nvidia-cudnn-cu13")
+    doc = libdoctor.check(venv.path, "--json", "--all").json()
+    found = _by_code(doc)
+    (unresolved,) = found["unresolved-library"]
+    assert unresolved["severity"] == "error"
+    assert unresolved["evidence"]["library"] == "libcudnn.so.9"
+    assert "optional-library-missing" not in found
+    assert unresolved["fix"]["argv"][-1] == f"nvidia-cudnn-cu13=={TorchStack.CUDNN13}"
+    titled = [c for c in doc["causes"] if c["title"]]
+    assert any(c["title"].startswith("import torch fails") for c in titled), titled
+    text = libdoctor.check(venv.path, env={"NO_COLOR": "1"})
+    assert text.rc == 1 and "import torch fails" in text.stdout, text.stdout
+    assert "libcudnn.so.9" in text.stdout

@@ -791,6 +791,9 @@ class _MemoryFS:
     def realpath(self, path: str) -> str:
         return path
 
+    def library_strings(self, path: str) -> tuple[str, ...] | None:
+        return None
+
 
 def test_corrupt_files_become_results_not_exceptions(system: LoaderSystem, tmp_path: Path) -> None:
     require_gcc()

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 __all__ = [
+    "compile_dlopener",
     "compile_exe",
     "compile_lib",
     "gcc_can_m32",
@@ -32,6 +33,22 @@ __all__ = [
 ]
 
 _LIB_SOURCE = "int {symbol}(void) {{ return 42; }}\n"
+# Read-only strings a library holds (``elf.rodata`` reads them): each a whole C string.
+_STRINGS_SOURCE = "const char *const {symbol}_strings[] = {{ {items} }};\n"
+# A library that dlopens by name from its own code: the caller glibc's dlopen searches from.
+_DLOPENER_SOURCE = """\
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+{strings}
+const char *libdoctor_load(const char *name) {{
+    void *handle = dlopen(name, RTLD_NOW);
+    struct link_map *map = 0;
+    if (!handle) return dlerror();
+    if (dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || !map) return "no link map";
+    return map->l_name;
+}}
+"""
 # The executable never runs (the loader only traces it); it needs an entry symbol and nothing else.
 _EXE_SOURCE = "void _start(void) {{ for (;;) {{}} }}\nint {symbol}(void) {{ return 0; }}\n"
 
@@ -114,6 +131,7 @@ def _link(
     m32: bool,
     interp: str | None,
     pie: bool = False,
+    strings: Sequence[str] = (),
 ) -> Path:
     gcc = require_gcc()
     if rpath is not None and runpath is not None:
@@ -121,7 +139,12 @@ def _link(
     out.parent.mkdir(parents=True, exist_ok=True)
     src = out.parent / f".{out.name}.c"
     template = _LIB_SOURCE if shared else _EXE_SOURCE
-    src.write_text(template.format(symbol=_symbol(str(out))))
+    symbol = _symbol(str(out))
+    text = template.format(symbol=symbol)
+    if strings:
+        items = ", ".join('"' + t + '"' for t in strings)
+        text += _STRINGS_SOURCE.format(symbol=symbol, items=items)
+    src.write_text(text)
     cmd = [gcc, "-fPIC", "-nostdlib", "-o", str(out), str(src)]
     if m32:
         cmd.append("-m32")
@@ -155,11 +178,13 @@ def compile_lib(
     runpath: str | None = None,
     nodeflib: bool = False,
     m32: bool = False,
+    strings: Sequence[str] = (),
 ) -> Path:
     """Build DIRECTORY/FILENAME, a shared library with exactly these dynamic entries.
 
     SONAME defaults to none (a library without DT_SONAME matches only by request name).
-    RPATH/RUNPATH are written verbatim (``$ORIGIN`` is not expanded by the shell).
+    RPATH/RUNPATH are written verbatim (``$ORIGIN`` is not expanded by the shell). STRINGS
+    are held as whole read-only strings (in ``.rodata``).
     """
     if m32 and not gcc_can_m32():
         pytest.skip("gcc -m32 cannot link a 32-bit shared object here")
@@ -173,7 +198,43 @@ def compile_lib(
         nodeflib=nodeflib,
         m32=m32,
         interp=None,
+        strings=strings,
     )
+
+
+def compile_dlopener(
+    directory: Path,
+    filename: str,
+    *,
+    soname: str | None = None,
+    rpath: str | None = None,
+    runpath: str | None = None,
+    strings: Sequence[str] = (),
+) -> Path:
+    """DIRECTORY/FILENAME: a real shared library (libc, libdl) whose ``libdoctor_load(NAME)``
+    calls ``dlopen(NAME)`` from its own code and returns the loaded object's ``l_name`` or
+    ``dlerror()``: the oracle for what glibc's dlopen from inside a library finds. STRINGS
+    are held as read-only strings, as a real loader holds the names it loads."""
+    gcc = require_gcc()
+    if rpath is not None and runpath is not None:
+        raise ValueError("GNU ld writes either DT_RPATH or DT_RUNPATH, not both")
+    out = directory / filename
+    out.parent.mkdir(parents=True, exist_ok=True)
+    src = out.parent / f".{out.name}.c"
+    items = ", ".join('"' + t + '"' for t in strings)
+    text = _STRINGS_SOURCE.format(symbol="names", items=items) if strings else ""
+    src.write_text(_DLOPENER_SOURCE.format(strings=text))
+    cmd = [gcc, "-shared", "-fPIC", "-o", str(out), str(src)]
+    if soname is not None:
+        cmd.append(f"-Wl,-soname,{soname}")
+    if rpath is not None:
+        cmd += ["-Wl,--disable-new-dtags", f"-Wl,-rpath,{rpath}"]
+    if runpath is not None:
+        cmd += ["-Wl,--enable-new-dtags", f"-Wl,-rpath,{runpath}"]
+    cmd += ["-ldl"]
+    _run(cmd)
+    src.unlink()
+    return out
 
 
 def compile_exe(

@@ -104,10 +104,12 @@ def native_checks(
         libraries = libraries()
     if libraries is not None:
         from libdoctor.checks.libraries import check_libraries
+        from libdoctor.checks.runtime import check_runtime_loads
         from libdoctor.loader.extensions import analyse, library_uses
 
         analysis = analyse(env, disk, libraries)
         findings += check_libraries(analysis, disk)
+        findings += check_runtime_loads(analysis, disk)
         uses = library_uses(analysis) if facts else ()
     requirements = RequirementIndex(env)  # parses nothing until asked
     findings += check_stack(env, disk, digests, analysis, requirements=requirements)

@@ -16,6 +16,7 @@ from libdoctor.environment.model import Environment
 from libdoctor.environment.ospackages import SystemPackages
 from libdoctor.environment.target import Target
 from libdoctor.errors import LibdoctorError
+from libdoctor.loader.dlopened import expected, runtime_edges
 from libdoctor.loader.extensions import (
     LibraryAnalysis,
     LoaderContext,
@@ -34,6 +35,7 @@ class DependencyTree:
     closure: Closure
     env: Environment = field(compare=False, repr=False)
     system: SystemOwners = field(default_factory=SystemOwners, compare=False, repr=False)
+    runtime: tuple[Closure, ...] = ()  # what its libraries dlopen by name at run time
 
     @property
     def ok(self) -> bool:
@@ -78,13 +80,25 @@ def dependency_tree(
     each library outside the environment with its system package (see ``explain_library``)."""
     analysis, _ = analyse_libraries(target, environ, cwd)
     root = find_root(analysis, text)
-    closure = analysis.loader.import_extension(analysis.process, root)
+    loader = analysis.loader
+    closure = loader.import_extension(analysis.process, root)
+    edges = runtime_edges(
+        analysis.env,
+        loader,
+        analysis.process,
+        [closure],
+        analysis.natives,
+        loader.fs.library_strings,
+    )
+    # a runtime load is drawn when it loads, or when the environment is meant to provide it
+    shown = [e for e in edges if e.closure.root_error is None or expected(analysis.env, e)]
+    runtime = tuple(e.closure for e in shown)
     system = system_owners(
         analysis.env,
-        (r for r in closure.resolutions if r.kind == "needed"),
+        (r for c in (closure, *runtime) for r in c.resolutions if r.kind != "preload"),
         packages,
     )
-    return DependencyTree(root, closure, analysis.env, system)
+    return DependencyTree(root, closure, analysis.env, system, runtime)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,9 +18,10 @@ from libdoctor.checks.libraries import (
     Shipped,
     basename_index,
     check_libraries,
-    dependency_closure,
+    direct_requirements,
     shipped_by,
 )
+from libdoctor.checks.runtime import check_runtime_loads
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.model import Environment
 from libdoctor.environment.ospackages import SystemPackages
@@ -103,6 +104,12 @@ def requests_for(analysis: LibraryAnalysis, library: str) -> list[Request]:
                 continue
             seen.add((res.requester, res.name))
             requests.append(Request(res, closure.root, closure in optional))
+    for edge in analysis.runtime:  # loaded at run time by name: after every DT_NEEDED
+        loaded = edge.resolution
+        key = (loaded.requester, loaded.name) if loaded is not None else None
+        if loaded is not None and key is not None and library == loaded.name and key not in seen:
+            seen.add(key)
+            requests.append(Request(loaded, edge.module, False))
     return requests
 
 
@@ -113,7 +120,7 @@ def with_runtime_loaders(
     (loader.runtime) carries where that loader finds it."""
     if all(r.resolution.status == "found" for r in requests):
         return requests
-    deps = dependency_closure(analysis.env)
+    deps = direct_requirements(analysis.env)
     out = []
     for request in requests:
         res = request.resolution
@@ -131,7 +138,7 @@ def findings_for(analysis: LibraryAnalysis, disk: Disk, library: str) -> list[Fi
     """The library checks' findings about LIBRARY, an invalid file by that name included."""
     return [
         f
-        for f in check_libraries(analysis, disk)
+        for f in [*check_libraries(analysis, disk), *check_runtime_loads(analysis, disk)]
         if f.evidence.get("library") == library
         or (f.code == "elf-invalid" and os.path.basename(f.paths[0]) == library)
     ]

@@ -14,11 +14,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from libdoctor.checks.optional import OptionalModule, judge_optional
+from libdoctor.checks.requirements import missing_requirements
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, required_names
 from libdoctor.environment.installers import reinstall_argv, steps_fix
 from libdoctor.environment.model import Environment, is_inside
 from libdoctor.environment.paths import display, is_native
+from libdoctor.environment.requirements import RequirementIndex
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.loader.extensions import LibraryAnalysis, module_name
 from libdoctor.loader.model import Closure, LoadedObject, Resolution
@@ -68,6 +71,7 @@ class _Gap:
     name: str
     requests: list[tuple[Closure, Resolution]] = field(default_factory=list)
     hit: RuntimeHit | None = None  # the package's own loader that would load it, if one does
+    modules: list[OptionalModule] = field(default_factory=list)  # optional features needing it
 
     @property
     def requesters(self) -> list[str]:
@@ -77,11 +81,17 @@ class _Gap:
         return [r for r in seen if r]
 
 
-def dependency_closure(env: Environment) -> dict[str, set[str]]:
-    """distribution key -> keys of everything it requires, transitively (markers evaluated)."""
+def direct_requirements(env: Environment) -> dict[str, set[str]]:
+    """distribution key -> keys of what it requires itself (markers evaluated, extras off)."""
     direct: dict[str, set[str]] = defaultdict(set)
     for dist in env.distributions:
         direct[dist.key].update(required_names(dist))
+    return direct
+
+
+def dependency_closure(env: Environment) -> dict[str, set[str]]:
+    """distribution key -> keys of everything it requires, transitively (markers evaluated)."""
+    direct = direct_requirements(env)
     closure: dict[str, set[str]] = {}
     for key in {d.key for d in env.distributions}:
         seen: set[str] = set()
@@ -126,13 +136,14 @@ def check_libraries(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
     optional: dict[str, _Gap] = {}
     if failed:  # the import context is worth computing only when something failed alone
         deps = dependency_closure(env)
+        direct = direct_requirements(env)
         provided = _provided_in_context(analysis)
         for closure, res in failed:
             key = analysis.module_dists.get(closure.root, "")
             context = {key} | deps.get(key, set())
             if any(k in context for k in provided.get(res.name, {})):
                 continue  # loaded by an import that must come first
-            hit = runtime_search(env, disk, res.name, deps, key)
+            hit = runtime_search(env, disk, res.name, direct, key)
             if hit is not None and (hit.present or not hit.lost):
                 if not hit.present:  # a feature its package loads on demand, not installed
                     optional.setdefault(res.name, _Gap(res.name, hit=hit)).requests.append(
@@ -145,6 +156,8 @@ def check_libraries(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
             if res.status != "found" and res.kind == "needed" and res.name not in needed:
                 optional.setdefault(res.name, _Gap(res.name)).requests.append((closure, res))
     names_index = basename_index(shipping_paths(analysis)) if (needed or optional) else {}
+    if needed:
+        _optional_modules(analysis, disk, needed, optional, names_index)
     for name, gap in sorted(needed.items()):
         if is_driver_library(name):
             findings.append(_driver_finding(env, gap, optional=False))
@@ -157,6 +170,48 @@ def check_libraries(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
             findings.append(_optional_finding(env, gap, names_index))
     findings += _shadowed(analysis, disk)
     return findings
+
+
+def _optional_modules(
+    analysis: LibraryAnalysis,
+    disk: Disk,
+    needed: dict[str, _Gap],
+    optional: dict[str, _Gap],
+    index: Mapping[str, list[str]],
+) -> None:
+    """Move the requests of extension modules that are optional features, on evidence
+    (``checks.optional``), from NEEDED to OPTIONAL; a gap keeps its other requests."""
+    env = analysis.env
+    requirements: list[RequirementIndex] = []
+
+    def index_once() -> RequirementIndex:
+        if not requirements:
+            requirements.append(RequirementIndex(env))
+        return requirements[0]
+
+    def missing_for(dist: Distribution) -> bool:
+        return bool(missing_requirements(env, index_once(), [dist]))
+
+    for name in list(needed):
+        gap = needed[name]
+        if is_driver_library(name):
+            continue
+        shipped: list[object] = [*shipped_by(env, disk, name, index)]
+        shipped += [p for p in disk.removed if os.path.basename(p) == name]
+        judged: dict[str, OptionalModule | None] = {}
+        for closure, res in gap.requests:
+            if closure.root not in judged:
+                judged[closure.root] = (
+                    judge_optional(env, index_once, closure.root, name, shipped, missing_for)
+                    if res.status == "not_found"
+                    else None
+                )
+        if not judged or None in judged.values():
+            continue  # one module that needs it for certain: the gap stays an error
+        del needed[name]
+        moved = optional.setdefault(name, _Gap(name))
+        moved.requests += gap.requests
+        moved.modules += [m for m in judged.values() if m is not None]
 
 
 # --- elf-invalid ------------------------------------------------------------------------
@@ -186,13 +241,13 @@ def _elf_invalid(analysis: LibraryAnalysis) -> list[Finding]:
                 distribution=DistRef(owners[0].name, owners[0].version) if owners else None,
                 paths=(path,),
                 evidence={"reason": reason, "owners": owner_refs(env, path)},
-                fix=_reinstall(env, owners),
+                fix=reinstall_fix(env, owners),
             )
         )
     return findings
 
 
-def _reinstall(env: Environment, dists: Sequence[Distribution]) -> Fix | None:
+def reinstall_fix(env: Environment, dists: Sequence[Distribution]) -> Fix | None:
     usable = [d for d in dict.fromkeys(dists) if not d.external]
     if not usable:
         return None
@@ -321,7 +376,7 @@ def _unresolved_remedy(
         dists = [c.dist for c in on_path_lost]
         names = ", ".join(sorted({d.display for d in dists}))
         text = f" {names} lists it in RECORD but the file is gone; reinstalling brings it back."
-        return text, _reinstall(env, dists)
+        return text, reinstall_fix(env, dists)
     if candidates:
         where = ", ".join(display(c.path) for c in candidates[:3])
         return (
@@ -329,7 +384,55 @@ def _unresolved_remedy(
             f"{display(os.path.basename(requester))}.",
             None,
         )
+    provider = _missing_provider(env, gap, requester)
+    if provider is not None:
+        return provider
     return " No installed distribution ships a file by that name.", None
+
+
+_GENERIC_TOKENS = frozenset({"nvidia", "python", "py", "lib", "libs", "bin", "cuda"})
+_CUDA_TOKEN = re.compile(r"^cu\d+x?$")
+
+
+def _name_tokens(key: str) -> set[str]:
+    """The words of a distribution name that can name a place: ``nvidia-cudnn-cu13`` ->
+    {cudnn}."""
+    return {
+        t
+        for t in re.split(r"[-_.]", key)
+        if len(t) > 2 and t not in _GENERIC_TOKENS and not _CUDA_TOKEN.match(t)
+    }
+
+
+def _missing_provider(env: Environment, gap: _Gap, requester: str) -> tuple[str, Fix] | None:
+    """A requirement of the requester's distribution (or of what it requires) that is not
+    installed and whose name names where the loader looked, or the library itself: the
+    distribution that was meant to provide it. Its fix is the one ``requirement-missing``
+    gives, so both are one cause. Only one such requirement counts; two are a guess."""
+    owners = env.owners(_norm(requester))
+    if not owners:
+        return None
+    deps = dependency_closure(env)
+    requirers = [owners[0], *(d for d in env.distributions if d.key in deps.get(owners[0].key, ()))]
+    missing = missing_requirements(env, RequirementIndex(env), requirers)
+    stem = re.sub(r"\.so(\.[0-9.]*)?$", "", gap.name).removeprefix("lib").lower()
+    places = {stem} | {
+        part.lower()
+        for _, res in gap.requests
+        for sd in res.searched
+        if sd.directory and is_inside(_norm(sd.directory), env.target.prefix)
+        for part in _norm(sd.directory).split(os.sep)
+    }
+    meant = [(key, fix) for key, fix in missing.items() if _name_tokens(key) & places]
+    if len(meant) != 1 or meant[0][1] is None:
+        return None
+    key, fix = meant[0]
+    assert fix is not None
+    return (
+        f" {owners[0].display} requires {key}, which is not installed: its name is where the "
+        "loader looks for it; installing it brings the library.",
+        fix,
+    )
 
 
 def _broken_file(env: Environment, gap: _Gap) -> tuple[str, Fix | None] | None:
@@ -341,7 +444,7 @@ def _broken_file(env: Environment, gap: _Gap) -> tuple[str, Fix | None] | None:
     if not owners:
         return " No installed distribution claims that file.", None
     names = ", ".join(sorted({d.display for d in owners}))
-    return f" It is {names}'s; reinstalling restores it.", _reinstall(env, owners)
+    return f" It is {names}'s; reinstalling restores it.", reinstall_fix(env, owners)
 
 
 def _request_evidence(env: Environment, gap: _Gap, sites: Sequence[str]) -> list[dict[str, Any]]:
@@ -402,6 +505,8 @@ def _optional_finding(env: Environment, gap: _Gap, index: Mapping[str, list[str]
         "needed_by": [{"path": display(r), "owners": owner_refs(env, r)} for r in requesters],
         "shipped_at": [display(p) for p in index.get(gap.name, ())],
     }
+    if gap.modules:
+        return _optional_module_finding(gap, evidence)
     first = (
         display(os.path.basename(requesters[0]))
         if gap.hit is None
@@ -425,6 +530,33 @@ def _optional_finding(env: Environment, gap: _Gap, index: Mapping[str, list[str]
         severity=Severity.INFO,
         message=f"{gap.name} is not found for {whom}{why}",
         paths=tuple(requesters),
+        evidence=evidence,
+    )
+
+
+def _optional_module_finding(gap: _Gap, evidence: dict[str, Any]) -> Finding:
+    """``optional: numba.np.ufunc.tbbpool needs libtbb.so.12, which no installed
+    distribution ships (install tbb to enable)``, with the evidence that makes it optional."""
+    first = gap.modules[0]
+    whom = first.module + (
+        f" and {len(gap.modules) - 1} more module(s)" if len(gap.modules) > 1 else ""
+    )
+    enable = (
+        f"install {first.provider}" if first.provider else "install a distribution that ships it"
+    )
+    top = first.module.split(".")[0]
+    evidence["optional_modules"] = [m.evidence() for m in gap.modules]
+    return Finding(
+        code="optional-library-missing",
+        severity=Severity.INFO,
+        message=(
+            f"optional: {whom} needs {gap.name}, which no installed distribution ships "
+            f"({enable} to enable). {first.dist.display} is intact (its bytes match RECORD, "
+            f"its requirements are installed) and import {top} does not import it: only "
+            "the feature that loads it is unavailable."
+        ),
+        distribution=DistRef(first.dist.name, first.dist.version),
+        paths=tuple(m.path for m in gap.modules),
         evidence=evidence,
     )
 

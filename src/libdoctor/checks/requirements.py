@@ -41,7 +41,7 @@ from libdoctor.findings import Code, Finding, Fix, Severity
 if TYPE_CHECKING:
     from libdoctor.environment.target import Target
 
-__all__ = ["check_requirements", "install_argv", "phantom_natives"]
+__all__ = ["check_requirements", "install_argv", "missing_requirements", "phantom_natives"]
 
 
 def install_argv(
@@ -177,6 +177,29 @@ def _finding(
         evidence=evidence,
         fix=None if requirer.external else _install_fix(env, wanted, like),
     )
+
+
+def missing_requirements(
+    env: Environment, index: RequirementIndex, requirers: Sequence[Distribution]
+) -> dict[str, Fix | None]:
+    """Names REQUIRERS require for certain that nothing installed provides -> the fix
+    ``requirement-missing`` gives for each (the same command, so a finding that adopts it
+    groups with that one under one cause)."""
+    wanted: dict[str, list[Dependency]] = defaultdict(list)
+    for dist in env.distributions:
+        for dep in index.dependencies(dist):
+            wanted[dep.key].append(dep)
+    out: dict[str, Fix | None] = {}
+    for requirer in requirers:
+        for dep in index.dependencies(requirer):
+            if dep.key in out or index.visible(dep.key):
+                continue
+            out[dep.key] = (
+                None
+                if requirer.external
+                else _install_fix(env, wanted[dep.key], _own(env, requirer))
+            )
+    return out
 
 
 def _own(env: Environment, *candidates: Distribution) -> Distribution:

@@ -250,6 +250,13 @@ class RequirementIndex:
             parsed.by_extra = dict(by_extra)
         return parsed.by_extra
 
+    def extra_requirements(self, dist: Distribution) -> dict[str, list[str]]:
+        """extra of DIST -> the canonical names it adds to DIST's requirements."""
+        return {
+            extra: [canonicalize_name(req.name) for req in reqs]
+            for extra, reqs in self._by_extra(dist).items()
+        }
+
     def invalid(self, dist: Distribution) -> list[tuple[str, str]]:
         """DIST's Requires-Dist lines that do not parse, with why."""
         return self._parse(dist).invalid

@@ -19,6 +19,7 @@ from libdoctor.elf.dynamic import ElfFormatError
 from libdoctor.elf.symbols import defines_symbol
 from libdoctor.environment.model import Environment, is_inside
 from libdoctor.environment.paths import is_native
+from libdoctor.loader.dlopened import RuntimeEdge, runtime_edges
 from libdoctor.loader.fs import FileId, Inspection, LoaderFS, RealFS, RootedFS
 from libdoctor.loader.model import Closure, Process, SearchConfig
 from libdoctor.loader.search import Loader
@@ -63,6 +64,11 @@ class HidingFS:
     def realpath(self, path: str) -> str:
         return self._base.realpath(path)
 
+    def library_strings(self, path: str) -> tuple[str, ...] | None:
+        if os.path.normpath(path) in self._hidden:
+            return None
+        return self._base.library_strings(path)
+
 
 @dataclass(frozen=True, slots=True)
 class LibraryAnalysis:
@@ -75,6 +81,7 @@ class LibraryAnalysis:
     invalid: tuple[tuple[str, str], ...]  # (path, reason): native files that are not valid ELF
     natives: tuple[str, ...]  # every claimed shared object under the site dirs, present or not
     module_dists: Mapping[str, str]  # extension module path -> owning distribution key
+    runtime: tuple[RuntimeEdge, ...] = ()  # libraries the loaded libraries dlopen by name
 
     def closures(self) -> tuple[Closure, ...]:
         return self.modules + self.optional
@@ -156,6 +163,7 @@ def analyse(env: Environment, disk: Disk, context: LoaderContext) -> LibraryAnal
     module_dists = {
         path: claims[0].dist.key for path in modules if (claims := env.claims.get(path))
     }
+    runtime = runtime_edges(env, loader, process, module_closures, claimed, fs.library_strings)
     return LibraryAnalysis(
         env=env,
         loader=loader,
@@ -166,6 +174,7 @@ def analyse(env: Environment, disk: Disk, context: LoaderContext) -> LibraryAnal
         invalid=tuple(invalid),
         natives=tuple(claimed),
         module_dists=module_dists,
+        runtime=runtime,
     )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from libdoctor.elf.dynamic import ElfFormatError, ElfInfo, read_elf
+from libdoctor.elf.rodata import read_library_strings
 from libdoctor.environment.paths import name_inside, realpath_under
 
 __all__ = [
@@ -59,6 +60,11 @@ class LoaderFS(Protocol):
 
     def realpath(self, path: str) -> str: ...
 
+    def library_strings(self, path: str) -> tuple[str, ...] | None:
+        """Library names PATH holds as whole read-only strings (``elf.rodata``); None when
+        it has no small ``.rodata`` or cannot be read."""
+        ...
+
 
 _EMPTY: frozenset[str] = frozenset()
 
@@ -70,6 +76,7 @@ class RealFS:
         self._entries: dict[str, frozenset[str] | None] = {}
         self._paths: dict[str, Inspection] = {}
         self._files: dict[FileId, Inspection] = {}
+        self._strings: dict[str, tuple[str, ...] | None] = {}
 
     def entries(self, directory: str) -> frozenset[str] | None:
         try:
@@ -126,6 +133,14 @@ class RealFS:
     def realpath(self, path: str) -> str:
         return os.path.realpath(path)
 
+    def library_strings(self, path: str) -> tuple[str, ...] | None:
+        if path not in self._strings:
+            try:
+                self._strings[path] = read_library_strings(path)
+            except (ElfFormatError, OSError):
+                self._strings[path] = None
+        return self._strings[path]
+
 
 class RootedFS(RealFS):
     """RealFS for a system mounted at ROOT (an image, a chroot): each path is a path on this
@@ -148,6 +163,9 @@ class RootedFS(RealFS):
 
     def realpath(self, path: str) -> str:
         return self.inside(path)
+
+    def library_strings(self, path: str) -> tuple[str, ...] | None:
+        return super().library_strings(self.inside(path))
 
 
 def _read_head(path: str) -> bytes:

@@ -36,7 +36,8 @@ Via = Literal["loaded", "path", "rpath", "ld_library_path", "runpath", "cache", 
 """How a request was satisfied: an already-loaded object, a name with '/', or a search step."""
 Status = Literal["found", "not_found", "error"]
 """``error`` is a hard error: the loader stops for this name (and ld.so for the whole load)."""
-RequestKind = Literal["needed", "preload", "dlopen"]
+RequestKind = Literal["needed", "preload", "dlopen", "runtime"]
+"""``runtime``: a library dlopen'ing a name itself (``loader.dlopened``), searched from it."""
 
 
 @dataclass(frozen=True, slots=True)

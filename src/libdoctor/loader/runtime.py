@@ -7,8 +7,12 @@ process. A library found that way is resolved, not missing; a library such a loa
 look for that nothing installed ships is an optional feature of that package, not a broken
 import. Unknown packages stay strict: only the searches in ``SEARCHES`` are believed.
 
-Each search is data: the distribution that does the loading (it applies to the modules of
-every distribution that requires it), and where it looks for a soname. cuda-pathfinder's
+Each search is data: the distribution that does the loading, and where it looks for a
+soname. It applies to the modules of that distribution and of the distributions that require
+it *directly*: those call it on their own import (cupy's ``_environment`` preloads through
+cuda-pathfinder). A distribution that only reaches it through another (torch -> cuda-bindings
+-> cuda-pathfinder) never calls it before its own imports, so a library its modules need is
+needed, whoever else could load it. cuda-pathfinder's
 own catalog (``descriptor_catalog.py``) is read from the installed package with ``ast``,
 never imported; when it cannot be read, its documented directories are the fallback.
 """
@@ -104,8 +108,8 @@ def runtime_search(
 ) -> RuntimeHit | None:
     """How a loader of REQUESTER_DIST's own finds SONAME, or None when none applies.
 
-    USERS maps a distribution key to the keys it requires (transitively): a search applies
-    to the modules of its own distribution and of every distribution that requires it.
+    USERS maps a distribution key to the keys it requires directly (markers evaluated): a
+    search applies to the modules of its own distribution and of those that require it.
     """
     for search in searches:
         if search.distribution != requester_dist and search.distribution not in users.get(

@@ -25,7 +25,7 @@ The values live in ``libdoctor.loader.model`` and the file-system edge in
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from libdoctor.elf.dynamic import DF_1_NODEFLIB, ElfInfo
@@ -119,6 +119,10 @@ class Loader:
     def config(self) -> SearchConfig:
         return self._config
 
+    @property
+    def fs(self) -> LoaderFS:
+        return self._fs
+
     # ----------------------------------------------------------------- entry points
 
     def load_program(
@@ -198,6 +202,51 @@ class Loader:
         if index.by_path.get(root.path) is not root:  # already in the process: nothing to load
             return Closure(path, None, (), (root,), (res,)), None
         return self._walk(root, [root], index, process.exe, [res]), index
+
+    def runtime_loads(
+        self,
+        process: Process,
+        module: str,
+        wanted: Callable[[LoadedObject], Sequence[str]],
+    ) -> list[Closure]:
+        """After ``import MODULE`` in PROCESS, each ``dlopen(NAME)`` a loaded library makes
+        of the names WANTED gives for it, and what each loads; libraries those bring are
+        asked in turn (cuDNN's dispatcher loads ``libcudnn_graph``, which loads the
+        engines). A load that works stays in the process for the next ones, as it does
+        in a program that uses them; one that fails leaves nothing (glibc unmaps it).
+
+        glibc's dlopen from inside a library searches as a DT_NEEDED of that library does
+        (``_dl_map_object`` with the caller's link map): objects already loaded, by name;
+        its DT_RPATH and its loaders' (unless it has DT_RUNPATH); LD_LIBRARY_PATH; its
+        DT_RUNPATH; the cache; the default dirs. A NAME with a slash is opened as it is
+        (a library that loads from its own directory passes the full path).
+        """
+        _, index = self._dlopen(process, module)
+        if index is None:
+            index = NamespaceIndex(process.index)  # already loaded, or failed: the base
+        out: list[Closure] = []
+        asked: set[str] = set()
+        queue = list(index.objects)
+        while queue:
+            obj = queue.pop(0)
+            if obj.path in asked:
+                continue
+            asked.add(obj.path)
+            for name in wanted(obj):
+                child = NamespaceIndex(index)
+                res = self._request(name, obj, "runtime", child, process.exe)
+                root = child.find_path(res.path) if res.path is not None else None
+                if root is None or child.by_path.get(root.path) is not root:
+                    found = (root,) if root is not None else ()
+                    error = res.reason if root is None else None
+                    out.append(Closure(name, error, (), found, (res,)))
+                    continue
+                closure = self._walk(root, [root], child, process.exe, [res])
+                out.append(closure)
+                if closure.ok:
+                    index = child
+                    queue += closure.loaded
+        return out
 
     def import_extensions(self, process: Process, modules: Iterable[str]) -> Iterator[Closure]:
         """``import_extension`` for each of MODULES, each as if it were the only import."""
@@ -324,7 +373,7 @@ class Loader:
         """The name as the loader opens it: DSTs substituted, a bare dlopen name made relative."""
         if kind == "dlopen" and "/" not in name:
             return "./" + name  # CPython's dlopen of a bare module name
-        if requester is not None and (kind == "needed" or "/" in name):
+        if requester is not None and (kind in ("needed", "runtime") or "/" in name):
             system = self._config.system
             return expand_dst(
                 name, origin=requester.origin, lib=system.lib, platform=system.platform

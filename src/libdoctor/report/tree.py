@@ -7,7 +7,7 @@ say "(see above)", so a shared dependency is neither hidden nor repeated.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.environment.paths import display
@@ -38,6 +38,11 @@ def tree_json(tree: DependencyTree, target: Mapping[str, Any]) -> str:
                     resolution_dict(tree.env, res, tree.system)
                     for res in tree.closure.resolutions
                     if res.kind == "needed"
+                ]
+                + [
+                    {**resolution_dict(tree.env, res, tree.system), "runtime": True}
+                    for closure in tree.runtime
+                    for res in closure.resolutions[:1]
                 ],
             },
             indent=2,
@@ -47,22 +52,27 @@ def tree_json(tree: DependencyTree, target: Mapping[str, Any]) -> str:
 
 
 def tree_text(tree: DependencyTree) -> str:
-    return "\n".join(render_tree(tree.env, tree.closure, tree.system)) + "\n"
+    return "\n".join(render_tree(tree.env, tree.closure, tree.system, tree.runtime)) + "\n"
 
 
 def render_tree(
-    env: Environment, closure: Closure, system: SystemOwners | None = None
+    env: Environment,
+    closure: Closure,
+    system: SystemOwners | None = None,
+    runtime: Sequence[Closure] = (),
 ) -> list[str]:
+    """CLOSURE drawn as a tree; the RUNTIME loads (dlopen by name) under the library that
+    makes them, marked as such, after its DT_NEEDED entries."""
     owner = owner_label(env, closure.root)
     lines = [short(env, closure.root) + (f"  [{owner}]" if owner else "")]
     if closure.root_error:
         lines.append(f"  cannot be loaded: {closure.root_error}")
         return lines
     children: dict[str | None, list[Resolution]] = {}
-    for res in closure.resolutions:
-        if res.kind == "needed":
+    for res in (r for c in (closure, *runtime) for r in c.resolutions):
+        if res.kind in ("needed", "runtime"):
             children.setdefault(res.requester, []).append(res)
-    loaded_by = {obj.path: obj.loader for obj in closure.loaded}
+    loaded_by = {obj.path: obj.loader for c in (closure, *runtime) for obj in c.loaded}
     shown: set[str] = set()
 
     def walk(requester: str, indent: str) -> None:
@@ -70,8 +80,9 @@ def render_tree(
         for i, res in enumerate(items):
             last = i == len(items) - 1
             branch = "└── " if last else "├── "
+            at_run_time = "  (dlopen at run time)" if res.kind == "runtime" else ""
             if res.status != "found":
-                lines.append(f"{indent}{branch}{res.name}  NOT FOUND ({res.reason})")
+                lines.append(f"{indent}{branch}{res.name}  NOT FOUND ({res.reason}){at_run_time}")
                 providers = system.providers.get(res.name, ()) if system is not None else ()
                 lines.extend(provider_lines(providers, indent + ("    " if last else "│   ")))
                 continue
@@ -84,6 +95,7 @@ def render_tree(
                 f"{indent}{branch}{res.name} => {short(env, path)}"
                 + (f"  [{how}]" if how else "")
                 + (f"  ({label})" if label else "")
+                + at_run_time
                 + note
             )
             if expand:

@@ -35,6 +35,7 @@ def why_json(why: Explanation, target: Mapping[str, Any]) -> str:
         "requests": [
             {
                 **resolution_dict(env, request.resolution, why.system),
+                **({"runtime": True} if request.resolution.kind == "runtime" else {}),
                 "root": display(request.root),
                 "optional": request.optional,
                 **(
@@ -66,7 +67,8 @@ def why_text(why: Explanation) -> str:
     lines = [f"{why.library} in {display(env.target.prefix)}", ""]
     if not why.requests:
         lines.append(
-            f"Nothing in the environment needs {why.library} (no DT_NEEDED entry names it)."
+            f"Nothing in the environment needs {why.library} (no DT_NEEDED entry names it, "
+            "and no library is known to load it at run time)."
         )
     for request in why.requests:
         lines += request_lines(why, request)
@@ -88,8 +90,9 @@ def request_lines(why: Explanation, request: Request) -> list[str]:
         else f"reached from {short(env, request.root)}"
     )
     owner = owner_label(env, res.requester)
+    asks = "loaded at run time (dlopen by name) by" if res.kind == "runtime" else "needed by"
     lines = [
-        f"needed by {short(env, res.requester)}" + (f" ({owner})" if owner else "") + f", {context}"
+        f"{asks} {short(env, res.requester)}" + (f" ({owner})" if owner else "") + f", {context}"
     ]
     if res.status == "found":
         found_owner = owner_label(env, res.path, why.system)
