@@ -19,6 +19,7 @@ from libdoctor.environment.metadata import (
     parse_installer,
     parse_metadata,
     parse_wheel_tags,
+    read_header_lines,
     read_headers,
     script_names,
 )
@@ -109,6 +110,7 @@ CASES: dict[str, str] = {
 @pytest.mark.parametrize("text", CASES.values(), ids=CASES.keys())
 def test_headers_are_emails(text: str) -> None:
     assert read_headers(text) == email_headers(text)
+    assert read_header_lines(text) == email_headers(text)  # the reference path, any text
 
 
 @pytest.mark.parametrize("text", CASES.values(), ids=CASES.keys())
@@ -187,7 +189,7 @@ def test_every_real_metadata_reads_as_email_and_pip_read_it() -> None:
         data = path.read_bytes()
         text = data.decode("utf-8", "surrogateescape")
         meta = parse_metadata(data)
-        if read_headers(text) != email_headers(text):
+        if not read_headers(text) == read_header_lines(text) == email_headers(text):
             differ.append((path, "headers"))
         elif meta.problem is None and list(meta.requires_dist) != pip_requires(text):
             differ.append((path, "requires"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from libdoctor.environment.metadata import parse_metadata, read_headers
+from libdoctor.environment.metadata import parse_metadata, read_header_lines, read_headers
 from support.readers import email_headers, email_headers_of_bytes, importlib_metadata, pip_requires
 
 # What makes a header reader go wrong: blanks, colons, "From ", and every character
@@ -26,9 +26,9 @@ _ends = st.sampled_from(["\n", "\r\n", "\r"])
 
 
 @st.composite
-def _texts(draw: st.DrawFn) -> str:
+def _texts(draw: st.DrawFn, ends_from: st.SearchStrategy[str] = _ends) -> str:
     lines = draw(st.lists(_lines, max_size=14))
-    ends = draw(st.lists(_ends, min_size=len(lines), max_size=len(lines)))
+    ends = draw(st.lists(ends_from, min_size=len(lines), max_size=len(lines)))
     text = "".join(line + end for line, end in zip(lines, ends, strict=True))
     return text if draw(st.booleans()) else text.rstrip("\r\n")
 
@@ -37,6 +37,13 @@ def _texts(draw: st.DrawFn) -> str:
 @given(_texts())
 def test_headers_are_emails(text: str) -> None:
     assert read_headers(text) == email_headers(text)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_texts(st.just("\n")))
+def test_the_fast_path_is_the_line_reader(text: str) -> None:
+    """Text without CR takes the regex fast path: the same fields as line by line."""
+    assert read_headers(text) == read_header_lines(text) == email_headers(text)
 
 
 @settings(max_examples=600, deadline=None)

@@ -37,6 +37,7 @@ __all__ = [
     "parse_installer",
     "parse_metadata",
     "parse_wheel_tags",
+    "read_header_lines",
     "read_headers",
     "script_names",
 ]
@@ -55,30 +56,11 @@ class Metadata:
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
 # email.feedparser.headerRE: a header field, a continuation, or a Unix "From " line.
 _HEADER_LINE = re.compile(r"From |[\041-\071\073-\176]*:|[\t ]")
-_HEADER_END = re.compile(r"^(?!From |[\041-\071\073-\176]*:|[\t ])", re.MULTILINE)
-
-
-def _header_lines(text: str) -> list[str]:
-    """TEXT's header lines, line ends kept, up to the first line that is not one."""
-    if "\r" not in text:
-        # The fast path: one search for the end, one split (no CR: LF alone ends a line).
-        end = _HEADER_END.search(text)
-        block = text if end is None else text[: end.start()]
-        if not block:
-            return []
-        lines = block.split("\n")
-        last = lines.pop()
-        out = [line + "\n" for line in lines]
-        if last:
-            out.append(last)  # the text ends inside the headers, with no line end
-        return out
-    lines = []
-    for match in _LINE.finditer(text):
-        line = match.group()
-        if not _HEADER_LINE.match(line):
-            break
-        lines.append(line)
-    return lines
+# The fast path's two regexes, for text without CR: the header block (every line from the
+# start that is a header line), then each field in it with its continuation lines. A "From "
+# line, a ":" line and the continuations after either start no field and join none.
+_LF_BLOCK = re.compile(r"(?:(?:From |[\041-\071\073-\176]*:|[\t ])[^\n]*\n?)*")
+_LF_FIELD = re.compile(r"^(?!From )([\041-\071\073-\176]+):([^\n]*(?:\n[\t ][^\n]*)*)", re.M)
 
 
 def read_headers(text: str) -> list[tuple[str, str]]:
@@ -87,10 +69,23 @@ def read_headers(text: str) -> list[tuple[str, str]]:
     Each is (name, value) as ``Message.raw_items()`` gives it: the name as written, the value
     with leading blanks of its first line and its final line end removed, continuation lines
     joined raw (feedparser's ``_parse_headers`` and ``Compat32.header_source_parse``).
+    Text without CR, every METADATA pip or uv writes, takes a regex fast path; the line by
+    line reader is the reference a test holds it to.
     """
+    if "\r" in text:
+        return read_header_lines(text)
+    block = text[: _LF_BLOCK.match(text).end()]  # type: ignore[union-attr]  # always matches
+    return [(m[1], m[2].lstrip(" \t")) for m in _LF_FIELD.finditer(block)]
+
+
+def read_header_lines(text: str) -> list[tuple[str, str]]:
+    """``read_headers`` line by line, as feedparser does it: any text, any line ends."""
     headers: list[tuple[str, str]] = []
     current: list[str] = []
-    for line in _header_lines(text):
+    for match in _LINE.finditer(text):
+        line = match.group()
+        if not _HEADER_LINE.match(line):
+            break  # an empty line, or one that is no header: the body starts
         if line[0] in " \t":
             if current:  # else the first line is a continuation: email drops it
                 current.append(line)
@@ -132,14 +127,16 @@ def parse_metadata(data: bytes) -> Metadata:
     """Name, Version and Requires-Dist of a METADATA/PKG-INFO, as pip reads them: the first
     Name and Version, every Requires-Dist, each value as pip gets it."""
     text, problem = _decode(data)
-    headers = read_headers(text)
-    names = header_values(headers, "Name")
-    versions = header_values(headers, "Version")
-    requires = tuple(_as_pip(value) for value in header_values(headers, "Requires-Dist"))
+    wanted: dict[str, list[str]] = {"name": [], "version": [], "requires-dist": []}
+    for key, value in read_headers(text):  # one pass: ``header_values`` for the three
+        found = wanted.get(key.lower())
+        if found is not None:
+            found.append(value)
+    names, versions = wanted["name"], wanted["version"]
     return Metadata(
         _as_pip(names[0]) if names else "",
         _as_pip(versions[0]) if versions else "",
-        requires,
+        tuple(_as_pip(value) for value in wanted["requires-dist"]),
         problem,
     )
 
