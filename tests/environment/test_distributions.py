@@ -8,6 +8,7 @@ as ``nobody`` here (support.unprivileged), on a venv uv installed a wheel into.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from libdoctor.environment.distributions import scan_conda, scan_target
-from libdoctor.environment.target import from_directory
+from libdoctor.environment.distributions import scan_conda, scan_site, scan_target
+from libdoctor.environment.target import SiteDir, from_directory
 from libdoctor.errors import TargetError
 from support.unprivileged import run_libdoctor_unprivileged, shared_tmp
 from support.venvs import uv_install
@@ -101,3 +102,33 @@ def test_a_readable_conda_record_is_a_distribution(tmp_path: Path) -> None:
     prefix = _conda_prefix(tmp_path, b'{"name": "zlib", "version": "1.3", "build": "0"}')
     (dist,) = scan_target(from_directory(prefix, "test"))
     assert (dist.name, dist.conda_spec) == ("zlib", "zlib=1.3=0")
+
+
+def _one_dist_site(tmp_path: Path) -> Path:
+    info = tmp_path / "site" / "ldt_x-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_bytes(b"Metadata-Version: 2.1\nName: ldt-x\nVersion: 1.0\n")
+    (info / "RECORD").write_bytes(b"ldt_x-1.0.dist-info/METADATA,,\n")
+    return info
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "oversized"])
+def test_a_metadata_file_that_is_no_bounded_file_is_refused_unread(
+    tmp_path: Path, kind: str
+) -> None:
+    """A hostile dist-info: RECORD a FIFO (open would wait for a writer forever), a link to
+    /dev/zero (endless), or a sparse 257 MiB file: one line, nothing read."""
+    info = _one_dist_site(tmp_path)
+    record = info / "RECORD"
+    record.unlink()
+    if kind == "fifo":
+        os.mkfifo(record)
+    elif kind == "device":
+        record.symlink_to("/dev/zero")
+    else:
+        with open(record, "wb") as handle:
+            handle.truncate(257 << 20)
+    site = SiteDir(str(info.parent), str(tmp_path))
+    with pytest.raises(TargetError) as excinfo:
+        scan_site(site)
+    assert str(record) in str(excinfo.value) and "not read" in str(excinfo.value)

@@ -27,6 +27,7 @@ import errno
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -91,16 +92,26 @@ _MAX_FILE = 256 << 20
 def _read(path: str) -> bytes | None:
     """PATH's bytes; None when it does not exist. A file that exists but cannot be read is
     the one-line error: libdoctor cannot tell the truth about an environment it cannot see
-    (a finding's fix could not repair a permission or a disk error either)."""
+    (a finding's fix could not repair a permission or a disk error either). Bounded: a
+    regular file of at most ``_MAX_FILE`` bytes (a FIFO or a device is opened without
+    waiting and refused)."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(_MAX_FILE + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None  # no such file (a directory of that name is no file either)
     except OSError as exc:
         raise TargetError(_cannot_read(path, exc)) from None
+    with open(fd, "rb") as handle:
+        size = os.fstat(fd)
+        if not stat.S_ISREG(size.st_mode) or size.st_size > _MAX_FILE:
+            why = "not a regular file" if not stat.S_ISREG(size.st_mode) else "too large"
+            raise TargetError(f"{path} is {why} (at most {_MAX_FILE >> 20} MiB): not read")
+        try:
+            data = handle.read(size.st_size + 1)  # +1: one that grew while read is refused
+        except OSError as exc:
+            raise TargetError(_cannot_read(path, exc)) from None
     if len(data) > _MAX_FILE:
-        raise TargetError(f"{path} is over {_MAX_FILE >> 20} MiB: not a file an installer wrote")
+        raise TargetError(f"{path} is too large (at most {_MAX_FILE >> 20} MiB): not read")
     return data
 
 

@@ -158,12 +158,11 @@ def parse_wheel_tags(text: str) -> tuple[str, ...]:
 
 
 def parse_installer(data: bytes) -> str:
-    """INSTALLER as pip reads it: the first non-blank line, stripped; "" when there is none
-    or the file is not UTF-8 (pip's ``BaseDistribution.installer``)."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return ""
+    """INSTALLER as pip reads it (``BaseDistribution.installer``): the first non-blank line,
+    stripped; "" when there is none. Bytes that are not UTF-8 are replaced, where pip says
+    "": a file an installer wrote is no distro package's, whatever it holds (pip uses the
+    name for display only)."""
+    text = data.decode("utf-8", "replace")
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 

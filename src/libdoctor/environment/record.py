@@ -163,7 +163,7 @@ def parse_record(data: bytes, only_containing: str | None = None) -> ParsedRecor
     the native files alone); other rows are skipped unread, problems in them unreported.
     """
     text = data.decode("utf-8", "surrogateescape")
-    if '"' in text or text.count("\r") != text.count("\r\n"):
+    if '"' in text or ("\r" in text and text.count("\r") != text.count("\r\n")):
         return _parse_csv(text, only_containing)  # quoted fields or bare CR: csv decides
     if only_containing is None:
         common = _parse_common(text)
