@@ -132,3 +132,11 @@ def test_a_metadata_file_that_is_no_bounded_file_is_refused_unread(
     with pytest.raises(TargetError) as excinfo:
         scan_site(site)
     assert str(record) in str(excinfo.value) and "not read" in str(excinfo.value)
+
+
+def test_a_record_that_is_a_directory_is_no_record(tmp_path: Path) -> None:
+    info = _one_dist_site(tmp_path)
+    (info / "RECORD").unlink()
+    (info / "RECORD").mkdir()
+    (dist,) = scan_site(SiteDir(str(info.parent), str(tmp_path)))
+    assert dist.record_error == "no RECORD"  # a finding (record-invalid), with its reinstall

@@ -97,22 +97,33 @@ def _read(path: str) -> bytes | None:
     waiting and refused)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return None  # no such file (a directory of that name is no file either)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
     except OSError as exc:
         raise TargetError(_cannot_read(path, exc)) from None
-    with open(fd, "rb") as handle:
-        size = os.fstat(fd)
-        if not stat.S_ISREG(size.st_mode) or size.st_size > _MAX_FILE:
-            why = "not a regular file" if not stat.S_ISREG(size.st_mode) else "too large"
+    try:
+        kind = os.fstat(fd)
+        if stat.S_ISDIR(kind.st_mode):
+            return None  # a directory of that name is no file either
+        if not stat.S_ISREG(kind.st_mode) or kind.st_size > _MAX_FILE:
+            why = "too large" if stat.S_ISREG(kind.st_mode) else "not a regular file"
             raise TargetError(f"{path} is {why} (at most {_MAX_FILE >> 20} MiB): not read")
-        try:
-            data = handle.read(size.st_size + 1)  # +1: one that grew while read is refused
-        except OSError as exc:
-            raise TargetError(_cannot_read(path, exc)) from None
+        data = _read_fd(fd, kind.st_size + 1)  # +1: one that grew while read is refused
+    except OSError as exc:
+        raise TargetError(_cannot_read(path, exc)) from None
+    finally:
+        os.close(fd)
     if len(data) > _MAX_FILE:
         raise TargetError(f"{path} is too large (at most {_MAX_FILE >> 20} MiB): not read")
     return data
+
+
+def _read_fd(fd: int, limit: int) -> bytes:
+    chunks = []
+    while limit > 0 and (chunk := os.read(fd, min(limit, 1 << 24))):
+        chunks.append(chunk)
+        limit -= len(chunk)
+    return b"".join(chunks)
 
 
 def _cannot_read(path: str, exc: OSError) -> str:
