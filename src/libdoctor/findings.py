@@ -116,7 +116,7 @@ _CODES: tuple[CodeInfo, ...] = (
         "requirement-phantom",
         "a requirement is met in metadata only: every native library of the installed one is gone",
     ),
-    CodeInfo("requirement-invalid", "a Requires-Dist line that does not parse"),
+    CodeInfo("requirement-invalid", "a Requires-Dist line, or METADATA, that pip cannot read"),
     CodeInfo("import-failed", "probe: importing the module failed (or timed out)"),
     CodeInfo("duplicate-library", "probe: one soname loaded from two files in one process"),
     CodeInfo("loaded-outside-env", "probe: a library loaded from outside while the env ships it"),

@@ -187,6 +187,8 @@ def test_an_edited_placeholder_file_is_judged_by_its_installed_sha256(
     assert altered["code"] == "altered-files"
     assert altered["distribution"]["name"] == "foocfg"
     assert altered["fix"]["argv"] == conda_fix(prefix, "foocfg=2.0=0")
+    assert "its conda-meta record" in altered["message"]  # conda has no RECORD
+    assert "RECORD" not in altered["message"]
 
 
 def test_a_placeholder_file_without_sha256_in_prefix_is_not_a_false_alarm(
@@ -227,6 +229,21 @@ def test_a_pip_package_that_overwrote_a_conda_file(
     uninstall, reinstall = fix.split(" && ")
     assert "pip uninstall --yes clobber" in uninstall
     assert reinstall.split() == conda_fix(prefix, "pyfoo=1.0=0")
+
+
+def test_conda_findings_name_the_conda_meta_record(prefix: Path, libdoctor: Libdoctor) -> None:
+    lib = prefix / "lib/libfoo.so.1"
+    (prefix / "lib/libstray.so").write_bytes(lib.read_bytes())
+    data = lib.read_bytes()
+    lib.unlink()
+    lib.write_bytes(data + b"x")
+    run = libdoctor.check(prefix, "--json", "--all")
+    by_code = {f["code"]: f["message"] for f in findings(run.json())}
+    assert "differs from its conda-meta record (by size)" in by_code["altered-files"]
+    assert "claimed by no RECORD or conda-meta record" in by_code["untracked-library"]
+    (prefix / "share/foo.txt").unlink()
+    plan = libdoctor("plan", "uninstall", "libfoo", str(prefix))
+    assert "1 path(s) its conda-meta record lists already gone" in plan.stdout, plan.stdout
 
 
 def test_plan_uninstall_of_a_conda_package(prefix: Path, libdoctor: Libdoctor) -> None:

@@ -9,7 +9,6 @@ which requires ldt-plugin[with-cuda], which requires ldt-cudnn-cu12.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -25,17 +24,12 @@ from libdoctor.disk.stat import RealDisk
 from libdoctor.environment.model import build_environment
 from libdoctor.environment.target import from_directory
 from support.checkdoc import Doc, canon, check_ok
+from support.pipcheck import assert_superset_of_pip_check, pip_check, requirement_findings
 from support.stackfake import TorchStack
 from support.venvs import Libdoctor, Venv, VenvFactory, pip_env, pip_install
 from support.wheels import WheelFactory
 from support.zoo import Zoo, lib, rewrite_record_row
 
-CODES = (
-    "requirement-missing",
-    "requirement-conflict",
-    "requirement-phantom",
-    "requirement-invalid",
-)
 UV = Path(sys.executable).parent / "uv"
 
 
@@ -97,61 +91,6 @@ def uv(venv: Venv, world: WheelFactory, *args: str) -> None:
         argv += ["--no-index", "--find-links", str(world.dest), "--no-cache"]
     done = subprocess.run(argv, env=pip_env(), capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-
-
-PipProblem = tuple[str, str, str | None]  # (kind, requirer, required)
-_MISSING = re.compile(r"^(\S+) \S+ requires (\S+), which is not installed\.$")
-_CONFLICT = re.compile(r"^(\S+) \S+ has requirement (.+), but you have (\S+) \S+\.$")
-_UNPARSABLE = re.compile(r"Error parsing requirements for (\S+):")
-
-
-def pip_check(venv: Venv) -> tuple[int, list[PipProblem]]:
-    """The oracle: real ``pip check`` of the venv, each problem it reports as a value."""
-    done = subprocess.run(
-        [str(venv.python), "-m", "pip", "check"],
-        env=pip_env(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    problems: list[PipProblem] = []
-    for line in done.stdout.splitlines():
-        if m := _MISSING.match(line):
-            problems.append(("missing", canon(m[1]), canon(m[2])))
-        elif m := _CONFLICT.match(line):
-            problems.append(("conflict", canon(m[1]), canon(m[3])))
-        else:
-            assert line == "No broken requirements found.", line
-    problems += [("invalid", canon(m), None) for m in _UNPARSABLE.findall(done.stderr)]
-    assert (done.returncode == 0) == (not problems), done.stdout + done.stderr
-    return done.returncode, problems
-
-
-def requirement_findings(doc: Doc) -> list[Doc]:
-    return [f for f in doc["findings"] if f["code"] in CODES]
-
-
-def covers(finding: Doc, problem: PipProblem) -> bool:
-    kind, requirer, required = problem
-    name = canon(finding["distribution"]["name"])
-    if finding["code"] == "requirement-invalid":
-        # pip leaves a distribution whose metadata does not parse out of its view: then
-        # whatever requires it "is not installed" too. The unparsable line is the problem.
-        return name == requirer if kind == "invalid" else kind == "missing" and name == required
-    code = {"missing": "requirement-missing", "conflict": "requirement-conflict"}.get(kind)
-    return (
-        finding["code"] == code
-        and name == requirer
-        and canon(finding["evidence"]["name"]) == required
-    )
-
-
-def assert_superset_of_pip_check(venv: Venv, doc: Doc) -> list[PipProblem]:
-    _, problems = pip_check(venv)
-    found = requirement_findings(doc)
-    uncovered = [p for p in problems if not any(covers(f, p) for f in found)]
-    assert uncovered == [], (uncovered, found)
-    return problems
 
 
 # --------------------------------------------------------------------------- states

@@ -72,3 +72,47 @@ def test_non_utf8_and_blank_lines() -> None:
 def test_installed_files_txt() -> None:
     record = parse_installed_files(b"../pkg/__init__.py\n\n../pkg/mod.py\n")
     assert [e.path for e in record.entries] == ["../pkg/__init__.py", "../pkg/mod.py"]
+
+
+# --------------------------------------------------------------------------- differential
+
+
+def test_every_real_record_reads_as_the_csv_module_reads_it() -> None:
+    from support.readers import real_dist_infos, record_from_csv
+
+    records = [d / "RECORD" for d in real_dist_infos() if (d / "RECORD").is_file()]
+    assert len(records) >= 10
+    for path in records:
+        data = path.read_bytes()
+        record = parse_record(data)
+        text = data.decode("utf-8", "surrogateescape")
+        assert (list(record.entries), len(record.problems)) == record_from_csv(text), path
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        ('"a\nb.py",,1\nc.py,,\n', ["a\nb.py", "c.py"]),  # a line end inside quotes
+        ('"a\r\nb.py",,1\r\nc.py,,\r\n', ["a\r\nb.py", "c.py"]),
+        ("a.py,,\rb.py,,\r", ["a.py", "b.py"]),  # bare CR ends a row, as in csv
+        ("a\u2028b.py,,\nc\x85d.py,,\ne\x0cf.py,,\n", ["a\u2028b.py", "c\x85d.py", "e\x0cf.py"]),
+        ('"a,b.py",,\n"q""uote.py",,\n', ["a,b.py", 'q"uote.py']),
+    ],
+    ids=["LF in quotes", "CRLF in quotes", "bare CR", "splitlines chars", "comma and quote"],
+)
+def test_rows_split_where_csv_splits_them(text: str, paths: list[str]) -> None:
+    record = parse_record(text.encode())
+    assert record.problems == ()
+    assert [e.path for e in record.entries] == paths
+
+
+def test_only_containing_reads_quoted_rows_too() -> None:
+    record = parse_record(b'"a\nb.so",,1\nc.py,,\n"d,e.so",,\n', ".so")
+    assert [e.path for e in record.entries] == ["a\nb.so", "d,e.so"]
+
+
+def test_installed_files_txt_splits_lines_as_pip_does() -> None:
+    data = b"../pkg/a.py\r\n../pkg/b.py\r../pkg/c.py\n  \n../pkg/ d.py\n"
+    record = parse_installed_files(data)
+    expected = [p for p in data.decode().splitlines() if p.strip()]  # pip: splitlines, as is
+    assert [e.path for e in record.entries] == expected

@@ -236,3 +236,39 @@ def test_an_egg_info_without_requires_dist_takes_requires_txt(tmp_path: Path) ->
     (info / "requires.txt").write_text("numpy>=1.20\n\n[plot]\nmatplotlib\n")
     (dist,) = scan_site(SiteDir(str(tmp_path), str(tmp_path)))
     assert dist.requires_dist == ("numpy>=1.20", 'matplotlib ; extra == "plot"')
+
+
+REQUIRES_TXT = {
+    "plain, comments, blanks": "numpy>=1.2\n\n# comment\n  six  \n",
+    "extras and markers": (
+        "a>=1\n[Extra_One]\nb\n[:python_version<'4']\nc\n[x:sys_platform=='linux']\nd\n"
+        "[:python_version<'3']\nnever\n"
+    ),
+    "url requirement in an extra": "[gpu]\ncupy @ https://example.invalid/cupy.whl\n",
+    "CRLF and CR": "a\r\n[e]\r\nb\rc\r\n",
+}
+
+
+@pytest.mark.parametrize("text", REQUIRES_TXT.values(), ids=REQUIRES_TXT.keys())
+def test_requires_txt_means_what_pip_reads(tmp_path: Path, text: str) -> None:
+    """pip's own egg-info reader (``metadata.get_all("Requires-Dist")`` of pip's directory
+    distribution) as the oracle. Compared by meaning: pip before 24 spells an extra
+    ``extra_one`` where pip 24 and libdoctor spell it ``extra-one``, and markers normalise
+    both alike."""
+    from packaging.requirements import Requirement
+    from pip._internal.metadata import get_directory_distribution
+
+    info = tmp_path / "ldt_egg-1.0.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: ldt-egg\nVersion: 1.0\n")
+    (info / "requires.txt").write_bytes(text.encode())
+    theirs = get_directory_distribution(str(info)).metadata.get_all("Requires-Dist") or []
+    ours = parse_requires_txt(text.encode())
+    extras = [{"extra": e} for e in ("", "extra-one", "Extra_One", "x", "gpu", "e")]
+
+    def meaning(line: str) -> tuple[str, str, str | None, tuple[bool, ...]]:
+        req = Requirement(line)
+        applies = tuple(req.marker.evaluate(e) if req.marker else True for e in extras)
+        return req.name, str(req.specifier), req.url, applies
+
+    assert [meaning(r) for r in ours] == [meaning(r) for r in theirs]

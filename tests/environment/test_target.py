@@ -281,3 +281,55 @@ def test_a_target_has_one_identity_whatever_its_spelling(
         assert target.prefix == os.path.realpath(bare_venv)
         assert target.site_packages == canonical.site_packages
         assert all(s.prefix == target.prefix for s in target.site_dirs)
+
+
+# --------------------------------------------------------------------------- pyvenv.cfg
+
+
+def _cfg_cases(home: str) -> dict[str, str]:
+    """pyvenv.cfg texts, each keeping a home the interpreter can start from."""
+    head = f"home = {home}\n"
+    return {
+        "as venv writes it": head + "include-system-site-packages = false\nversion = 3\n",
+        "no include key: site.py says yes": head + "version = 3\n",
+        "TRUE in capitals": head + "Include-System-Site-Packages = TRUE\n",
+        "no blanks": f"home={home}\ninclude-system-site-packages=false\n",
+        "padded": f"  home   =   {home}  \n   include-system-site-packages   =  false \n",
+        "the last one wins": head + "include-system-site-packages = false\n"
+        "include-system-site-packages = true\n",
+        "bare CR": (head + "include-system-site-packages = false\n").replace("\n", "\r"),
+        "CRLF": (head + "include-system-site-packages = false\n").replace("\n", "\r\n"),
+        "LS is no line end": head + "version = 3\u2028include-system-site-packages = false\n",
+        "FF is no line end": head + "version = 3\x0cinclude-system-site-packages = false\n",
+        "yes is not true": head + "include-system-site-packages = yes\n",
+        "a comment is a key": head + "#include-system-site-packages = false\n",
+        "no equals": head + "include-system-site-packages false\n",
+        "empty": "",
+    }
+
+
+def test_pyvenv_cfg_reads_as_site_venv_reads_it(tmp_path: Path) -> None:
+    """The oracle is CPython's own site.venv(), run by the venv's interpreter on each
+    pyvenv.cfg: whether it puts the base site-packages on the path, and the home it read."""
+    from libdoctor.environment.target import includes_system_site, read_pyvenv_cfg
+    from support.readers import site_venv
+
+    root = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    home = str(Path(os.path.realpath(sys.executable)).parent)
+    differ: list[tuple[str, object, object]] = []
+    for name, text in _cfg_cases(home).items():
+        (root / "pyvenv.cfg").write_bytes(text.encode())
+        truth = site_venv(root / "bin" / "python")
+        cfg = read_pyvenv_cfg(root)
+        assert cfg is not None
+        ours = {"system_site": includes_system_site(cfg), "home": cfg.get("home")}
+        if ours != {k: truth[k] for k in ours}:
+            differ.append((name, ours, truth))
+        # and the model holds the base's site-packages exactly then (libdoctor finds the
+        # base from home: without one it looks no further)
+        target = from_directory(root, "argument")
+        inherited = any(s.inherited for s in target.site_dirs)
+        if inherited != (bool(truth["system_site"]) and "home" in cfg):
+            differ.append((name, "inherited site dirs", inherited))
+    assert differ == []

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from libdoctor.environment.distributions import parse_metadata
 from libdoctor.loader.ldcache import LdCache, LdCacheError, parse_ld_cache
 
 SYSTEM_CACHE = Path("/etc/ld.so.cache")
@@ -43,11 +42,3 @@ def test_damaged_cache_parses_or_raises_ldcacheerror(
     for entry in parsed.entries[:50]:
         assert isinstance(entry.soname, str) and isinstance(entry.path, str)
         parsed.lookup(entry.soname, ("x86-64-v3", "x86-64-v2"))
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=3000))
-def test_any_metadata_bytes_parse(data: bytes) -> None:
-    meta = parse_metadata(data)
-    assert isinstance(meta.name, str) and isinstance(meta.version, str)
-    assert all(isinstance(r, str) for r in meta.requires_dist)

@@ -7,6 +7,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from libdoctor.environment.record import parse_record
+from support.readers import record_from_csv
 
 
 @settings(max_examples=300, deadline=None)
@@ -99,3 +100,32 @@ def test_lines_containing_is_the_filtered_split(parts: list[str], needle: str) -
     text = "\n".join(parts)
     expected = [(n, line) for n, line in enumerate(text.split("\n"), 1) if needle in line]
     assert list(_lines_containing(text, needle)) == expected
+
+
+# The differential: every RECORD text, valid CSV or not, split into rows as the csv module
+# splits it (support.readers.csv_rows, the file opened with newline=""): quotes, commas and
+# line ends inside quotes, CR LF, bare CR, and the characters str.splitlines() breaks on.
+_RECORD_CHARS = ["a", "b", ",", '"', "\r", "\n", " ", "\u2028", "\x85", "\x0c", "/", "1", "="]
+_record_texts = st.lists(st.sampled_from([*_RECORD_CHARS, _HASH]), max_size=60).map("".join)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_record_texts)
+def test_rows_are_the_csv_modules(text: str) -> None:
+    record = parse_record(text.encode("utf-8"))
+    assert (list(record.entries), len(record.problems)) == record_from_csv(text)
+
+
+_written_fields = st.text(alphabet=st.sampled_from(_RECORD_CHARS), min_size=1, max_size=8)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(st.tuples(_written_fields, st.sampled_from(["", _HASH]), st.sampled_from(["", "7"]))),
+    st.sampled_from(["\n", "\r\n", "\r"]),
+)
+def test_what_csv_writes_reads_back(rows: list[tuple[str, str, str]], end: str) -> None:
+    out = io.StringIO()
+    csv.writer(out, lineterminator=end).writerows(rows)
+    record = parse_record(out.getvalue().encode("utf-8"))
+    assert (list(record.entries), len(record.problems)) == record_from_csv(out.getvalue())

@@ -106,6 +106,7 @@ def build_wheel(
     tag: str = "py3-none-any",
     data: Mapping[str, bytes] | None = None,
     dist_info_name: str | None = None,
+    metadata: bytes | None = None,
 ) -> Path:
     """Write ``NAME-VERSION-TAG.whl`` into DEST_DIR and return its path.
 
@@ -114,7 +115,8 @@ def build_wheel(
     ``headers/x.h``) to bytes placed under ``NAME-VERSION.data/``; pip installs ``scripts`` into
     ``bin/`` and ``data`` relative to the prefix. DIST_INFO_NAME overrides the project part of the
     ``.dist-info`` directory name (``Foo_Bar`` gives ``Foo_Bar-1.0.dist-info``); pip accepts any
-    spelling whose normalized form matches the wheel's name.
+    spelling whose normalized form matches the wheel's name. METADATA: the METADATA file's
+    bytes exactly (REQUIRES and EXTRA_METADATA unused), for a real project's shape.
     """
     dest_dir.mkdir(parents=True, exist_ok=True)
     info_project = dist_info_name if dist_info_name is not None else escape_name(name)
@@ -124,7 +126,9 @@ def build_wheel(
     entries: list[tuple[str, bytes]] = list(files.items())
     if data:
         entries += [(f"{data_dir}/{rel}", payload) for rel, payload in data.items()]
-    entries.append((f"{info_dir}/METADATA", _metadata(name, version, requires, extra_metadata)))
+    if metadata is None:
+        metadata = _metadata(name, version, requires, extra_metadata)
+    entries.append((f"{info_dir}/METADATA", metadata))
     entries.append((f"{info_dir}/WHEEL", _wheel_file(tag)))
 
     seen: set[str] = set()
@@ -169,6 +173,7 @@ class WheelFactory:
         tag: str = "py3-none-any",
         data: Mapping[str, bytes] | None = None,
         dist_info_name: str | None = None,
+        metadata: bytes | None = None,
     ) -> Path:
         return build_wheel(
             self.dest,
@@ -180,6 +185,7 @@ class WheelFactory:
             tag=tag,
             data=data,
             dist_info_name=dist_info_name,
+            metadata=metadata,
         )
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from libdoctor import __version__
+from libdoctor.environment.metadata import parse_wheel_tags
 from libdoctor.environment.model import is_inside
 from libdoctor.environment.paths import display
 from libdoctor.errors import LibdoctorError
@@ -324,8 +325,7 @@ def _direct_url(path: str) -> str | None:
 
 
 def _wheel_tags(path: str) -> tuple[str, ...]:
-    lines = (line.partition(":") for line in (_read_text(path) or "").splitlines())
-    return tuple(sorted({v.strip() for k, _, v in lines if k.strip().lower() == "tag"}))
+    return tuple(sorted(set(parse_wheel_tags(_read_text(path) or ""))))
 
 
 def _library_records(report: Report) -> tuple[LibraryRecord, ...]:

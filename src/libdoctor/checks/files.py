@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from libdoctor.checks.shared import shared_paths
 from libdoctor.checks.verdict import Digests, RecordDigests, Verdict, judge
-from libdoctor.checks.wording import about, are, plural, ref, repair_fix, severity_for
+from libdoctor.checks.wording import (
+    about,
+    are,
+    file_list,
+    plural,
+    ref,
+    repair_fix,
+    severity_for,
+)
 from libdoctor.disk.stat import Disk, FileState
 from libdoctor.environment.distributions import EMPTY_RECORD, Distribution
 from libdoctor.environment.installers import reinstall_argv, steps_fix
@@ -251,7 +259,7 @@ def _paths_outside_prefix(
         code="record-invalid",
         severity=Severity.INFO if bare else severity,
         message=(
-            f"{dist.display}: RECORD names {plural(len(outside), 'path')} outside "
+            f"{dist.display}: {file_list(dist)} names {plural(len(outside), 'path')} outside "
             f"the prefix {display(dist.site.prefix)} (first: {display(outside[0])})."
             + through
             + " libdoctor reports them and never follows them; an uninstall by pip "
@@ -463,7 +471,8 @@ def _altered_findings(
                 message=about(
                     dist,
                     f"{dist.display}: {what} "
-                    f"{'differs' if n == 1 else 'differ'} from RECORD (by {' and '.join(by)}): "
+                    f"{'differs' if n == 1 else 'differ'} from {file_list(dist)} "
+                    f"(by {' and '.join(by)}): "
                     "the bytes on disk are not the ones that were installed.",
                 ),
                 distribution=ref(dist),
@@ -529,13 +538,14 @@ def check_untracked(env: Environment, disk: Disk) -> list[Finding]:
     for directory, untracked in found.items():
         owners = list(dir_owners[directory].values())
         sole = owners[0] if len(owners) == 1 else None
+        lists = " or conda-meta record" if any(d.kind == "conda" for d in owners) else ""
         findings.append(
             Finding(
                 code="untracked-library",
                 severity=Severity.INFO,
                 message=(
                     f"{plural(len(untracked), 'shared library', 'shared libraries')} in "
-                    f"{display(directory)} {are(len(untracked))} claimed by no RECORD "
+                    f"{display(directory)} {are(len(untracked))} claimed by no RECORD{lists} "
                     f"(directory owned by {', '.join(d.display for d in owners)}); "
                     "leftovers like these can shadow the installed libraries."
                 ),

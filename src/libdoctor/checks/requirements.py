@@ -11,7 +11,9 @@ distribution is installed with as another installed distribution requests them
 - ``requirement-phantom``: the requirement is met by metadata whose every native library is
   gone (the phantom ``missing-files`` reports). pip check, pip show and pip install
   ("already satisfied") all count such a distribution as installed.
-- ``requirement-invalid``: a Requires-Dist line that does not parse (pip check fails on it).
+- ``requirement-invalid``: a Requires-Dist line that does not parse, or a METADATA that is
+  not UTF-8 (pip check fails on either: "Error parsing dependencies"). The requirements of
+  the latter are still checked, read as uv reads them.
 
 Only requirements that apply for certain are held to account: extras inferred from what is
 installed only decide what the environment uses (``required_by``), never a finding.
@@ -94,6 +96,8 @@ def check_requirements(
         invalid = index.invalid(dist)
         if invalid:
             findings.append(_invalid_finding(dist, invalid))
+        if dist.metadata_problem:
+            findings.append(_undecodable_finding(dist, dist.metadata_problem))
         by_key: dict[str, list[Dependency]] = defaultdict(list)
         for dep in certain[dist.metadata_dir]:
             by_key[dep.key].append(dep)
@@ -254,6 +258,22 @@ def _joined(wanted: Sequence[Dependency]) -> str:
         return f"{first.name}{extra_text} @ {url}"
     specs = sorted({s.strip() for d in wanted for s in d.specifier.split(",") if s.strip()})
     return f"{first.name}{extra_text}{','.join(specs)}"
+
+
+def _undecodable_finding(dist: Distribution, problem: str) -> Finding:
+    return Finding(
+        code="requirement-invalid",
+        severity=severity_for([dist], Severity.WARNING),
+        message=about(
+            dist,
+            f"{dist.display}: {problem}. pip cannot read it: pip check fails on it "
+            '("Error parsing dependencies"), pip list, show and uninstall stop with a '
+            "traceback. libdoctor checks its requirements as uv reads them.",
+        ),
+        distribution=ref(dist),
+        paths=(dist.metadata_dir,),
+        evidence={"reason": problem},
+    )
 
 
 def _invalid_finding(dist: Distribution, invalid: Sequence[tuple[str, str]]) -> Finding:

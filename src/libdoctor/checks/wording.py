@@ -36,6 +36,12 @@ def repair_fix(dist: Distribution, env: Environment, note: str = "") -> Fix | No
     return reinstall_fix(dist, env.target, note=note, installed=env.distributions)
 
 
+def file_list(dist: Distribution) -> str:
+    """What lists DIST's files, as a message names it: RECORD, or for a conda package its
+    ``conda-meta/NAME-VERSION-BUILD.json``, which conda users know by that name."""
+    return "its conda-meta record" if dist.kind == "conda" else "RECORD"
+
+
 def about(dist: Distribution, message: str) -> str:
     return message + EXTERNAL_NOTE if dist.external else message
 

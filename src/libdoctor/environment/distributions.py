@@ -12,17 +12,26 @@ for presence, a directory entry not at all. The package's Python
 metadata (its own ``.dist-info``, INSTALLER ``conda``) gives the distribution its Python
 name, version and requirements; that dist-info is then part of the conda package, not a
 second distribution.
+
+Each file is read as its reference reads it (``metadata``, ``record``; a conda-meta record as
+conda does: UTF-8 JSON). A file that is absent is a fact about the environment, which a
+finding reports. A site dir, metadata file or conda-meta record that is there but cannot be
+read (permission denied, an I/O error, over 256 MiB, a record conda would call corrupt) is the
+one-line error (exit 2): a check that skipped it would call clean an environment it never saw.
 """
 
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from libdoctor.environment.metadata import Metadata, parse_installer, parse_metadata
 from libdoctor.environment.record import (
     ParsedRecord,
     RecordEntry,
@@ -31,16 +40,10 @@ from libdoctor.environment.record import (
     parse_record,
 )
 from libdoctor.environment.target import SiteDir, Target
+from libdoctor.errors import TargetError
 
 EMPTY_RECORD = "an empty RECORD"
 """``Distribution.record_error`` for a RECORD with no rows: pip would uninstall nothing."""
-
-
-@dataclass(frozen=True, slots=True)
-class Metadata:
-    name: str
-    version: str
-    requires_dist: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +58,9 @@ class Distribution:
     installer: str | None  # INSTALLER contents ("pip", "uv", ...)
     requires_dist: tuple[str, ...]
     record: ParsedRecord | None  # None: no file list at all
-    record_error: str | None  # why the file list is unusable (missing, unreadable, empty)
+    record_error: str | None  # why the file list is unusable (missing, empty)
     conda_spec: str | None = None  # a conda package: its ``name=version=build``
+    metadata_problem: str | None = None  # why pip cannot read its METADATA (not UTF-8)
 
     @property
     def display(self) -> str:
@@ -80,31 +84,52 @@ def canonicalize_name(name: str) -> str:
     return _SEPARATORS.sub("-", name).lower()
 
 
+# Far beyond any real file (a torch RECORD is 2 MB, the longest METADATA a few MB): what a
+# hostile one may make libdoctor read.
+_MAX_FILE = 256 << 20
+
+
 def _read(path: str) -> bytes | None:
+    """PATH's bytes; None when it does not exist. A file that exists but cannot be read is
+    the one-line error: libdoctor cannot tell the truth about an environment it cannot see
+    (a finding's fix could not repair a permission or a disk error either). Bounded: a
+    regular file of at most ``_MAX_FILE`` bytes (a FIFO or a device is opened without
+    waiting and refused)."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except OSError as exc:
+        raise TargetError(_cannot_read(path, exc)) from None
+    try:
+        kind = os.fstat(fd)
+        if stat.S_ISDIR(kind.st_mode):
+            return None  # a directory of that name is no file either
+        if not stat.S_ISREG(kind.st_mode) or kind.st_size > _MAX_FILE:
+            why = "too large" if stat.S_ISREG(kind.st_mode) else "not a regular file"
+            raise TargetError(f"{path} is {why} (at most {_MAX_FILE >> 20} MiB): not read")
+        data = _read_fd(fd, kind.st_size + 1)  # +1: one that grew while read is refused
+    except OSError as exc:
+        raise TargetError(_cannot_read(path, exc)) from None
+    finally:
+        os.close(fd)
+    if len(data) > _MAX_FILE:
+        raise TargetError(f"{path} is too large (at most {_MAX_FILE >> 20} MiB): not read")
+    return data
 
 
-def parse_metadata(data: bytes) -> Metadata:
-    """Read Name, Version and Requires-Dist from METADATA/PKG-INFO headers (RFC 822 style)."""
-    text = data.decode("utf-8", "surrogateescape")
-    headers: list[tuple[str, str]] = []
-    for line in text.splitlines():
-        if not line.strip():
-            break
-        if line[0] in " \t" and headers:
-            name, value = headers[-1]
-            headers[-1] = (name, value + " " + line.strip())
-            continue
-        name, sep, value = line.partition(":")
-        if sep:
-            headers.append((name.strip().lower(), value.strip()))
-    found = dict(headers)
-    requires = tuple(value for name, value in headers if name == "requires-dist")
-    return Metadata(found.get("name", ""), found.get("version", ""), requires)
+def _read_fd(fd: int, limit: int) -> bytes:
+    chunks = []
+    while limit > 0 and (chunk := os.read(fd, min(limit, 1 << 24))):
+        chunks.append(chunk)
+        limit -= len(chunk)
+    return b"".join(chunks)
+
+
+def _cannot_read(path: str, exc: OSError) -> str:
+    denied = exc.errno in (errno.EACCES, errno.EPERM)
+    hint = " (run as a user who may read the environment)" if denied else ""
+    return f"cannot read {path}: {exc.strerror or exc}{hint}"
 
 
 def parse_requires_txt(data: bytes) -> tuple[str, ...]:
@@ -149,10 +174,7 @@ def _read_file_list(
         name, base_dir, parse = "RECORD", site.path, parse_record
     else:
         name, base_dir, parse = "installed-files.txt", path, parse_installed_files
-    try:
-        raw = _read(os.path.join(path, name))
-    except OSError as exc:
-        return None, f"{name} unreadable: {exc.strerror}", base_dir
+    raw = _read(os.path.join(path, name))
     if raw is None:
         # pip always writes RECORD; an egg-info without a file list is merely old.
         return None, ("no RECORD" if kind == "dist-info" else None), base_dir
@@ -172,25 +194,29 @@ def _read_dist(
         if kind == "dist-info":
             return None
         # A distutils-era PKG-INFO file: metadata only, no file list.
-        meta = parse_metadata(_safe_read(path) or b"")
+        meta = _read_metadata(path, "PKG-INFO")
         return _make(site, path, kind, meta, entry_name, None, (None, None, site.path))
-    data = _safe_read(os.path.join(path, "METADATA" if kind == "dist-info" else "PKG-INFO"))
-    meta = parse_metadata(data) if data is not None else Metadata("", "", ())
+    meta = _read_metadata(os.path.join(path, "METADATA" if kind == "dist-info" else "PKG-INFO"))
     if kind == "egg-info" and not meta.requires_dist:
-        requires = _safe_read(os.path.join(path, "requires.txt"))
+        # pip's rule: requires.txt only when PKG-INFO has no Requires-Dist at all
+        requires = _read(os.path.join(path, "requires.txt"))
         if requires:
-            meta = Metadata(meta.name, meta.version, parse_requires_txt(requires))
-    installer_bytes = _safe_read(os.path.join(path, "INSTALLER"))
-    installer = installer_bytes.decode("utf-8", "replace").strip() if installer_bytes else ""
+            meta = replace(meta, requires_dist=parse_requires_txt(requires))
+    installer = parse_installer(_read(os.path.join(path, "INSTALLER")) or b"")
     files = _read_file_list(path, kind, site, only_containing)
     return _make(site, path, kind, meta, entry_name, installer or None, files)
 
 
-def _safe_read(path: str) -> bytes | None:
-    try:
-        return _read(path)
-    except OSError:
-        return None
+def _read_metadata(path: str, label: str | None = None) -> Metadata:
+    """The METADATA (or PKG-INFO) at PATH; an absent one is empty (the directory name
+    then names the distribution)."""
+    data = _read(path)
+    if data is None:
+        return Metadata("", "", ())
+    meta = parse_metadata(data)
+    if meta.problem is None:
+        return meta
+    return replace(meta, problem=f"its {label or os.path.basename(path)} is {meta.problem}")
 
 
 def _make(
@@ -220,6 +246,7 @@ def _make(
         requires_dist=meta.requires_dist,
         record=record,
         record_error=record_error,
+        metadata_problem=meta.problem,
     )
 
 
@@ -244,17 +271,23 @@ def required_names(dist: Distribution) -> list[str]:
 
 
 def scan_site(site: SiteDir, only_containing: str | None = None) -> list[Distribution]:
+    return [
+        dist
+        for name in _listing(site.path, (".dist-info", ".egg-info"))
+        if (dist := _read_dist(site, name, only_containing)) is not None
+    ]
+
+
+def _listing(folder: str, suffixes: tuple[str, ...]) -> list[str]:
+    """The names in FOLDER ending in SUFFIXES, sorted; none when FOLDER does not exist. One
+    that cannot be listed is the one-line error, never "0 distributions, no problems"."""
     try:
-        with os.scandir(site.path) as entries:
-            names = sorted(e.name for e in entries if e.name.endswith((".dist-info", ".egg-info")))
-    except OSError:
+        with os.scandir(folder) as entries:
+            return sorted(e.name for e in entries if e.name.endswith(suffixes))
+    except (FileNotFoundError, NotADirectoryError):
         return []
-    dists = []
-    for name in names:
-        dist = _read_dist(site, name, only_containing)
-        if dist is not None:
-            dists.append(dist)
-    return dists
+    except OSError as exc:
+        raise TargetError(_cannot_read(folder, exc)) from None
 
 
 def scan_target(target: Target, only_containing: str | None = None) -> list[Distribution]:
@@ -272,9 +305,8 @@ def scan_target(target: Target, only_containing: str | None = None) -> list[Dist
 def scan_conda(target: Target, only_containing: str | None = None) -> list[Distribution]:
     """The conda packages of TARGET's prefix (``conda-meta/*.json``), sorted by file name."""
     meta = os.path.join(target.prefix, "conda-meta")
-    try:
-        names = sorted(n for n in os.listdir(meta) if n.endswith(".json"))
-    except OSError:
+    names = _listing(meta, (".json",))
+    if not names:
         return []
     site = next(
         (s for s in target.site_dirs if s.prefix == target.prefix and not s.inherited),
@@ -282,15 +314,25 @@ def scan_conda(target: Target, only_containing: str | None = None) -> list[Distr
     )
     dists = []
     for name in names:
-        try:
-            record = json.loads(_read(os.path.join(meta, name)) or b"null")
-        except (OSError, ValueError):
-            continue
+        path = os.path.join(meta, name)
+        record = _conda_record(path)
         if isinstance(record, dict) and record.get("name"):
-            dists.append(_conda_dist(site, target.prefix, os.path.join(meta, name), record))
+            dists.append(_conda_dist(site, target.prefix, path, record))
     if only_containing is not None:
         dists = [_only(d, only_containing) for d in dists]
     return dists
+
+
+def _conda_record(path: str) -> object:
+    """A conda-meta record as conda reads it (UTF-8 text, then JSON). conda refuses an
+    environment with a record it cannot read (CorruptedEnvironmentError): so does libdoctor."""
+    try:
+        return json.loads((_read(path) or b"").decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError both
+        raise TargetError(
+            f"{path} is not a conda record ({exc}); conda refuses this environment too "
+            "(CorruptedEnvironmentError): restore the file, or remove it and reinstall its package"
+        ) from None
 
 
 def _conda_dist(site: SiteDir, prefix: str, path: str, record: dict[str, object]) -> Distribution:
@@ -298,9 +340,8 @@ def _conda_dist(site: SiteDir, prefix: str, path: str, record: dict[str, object]
     python = _python_metadata_dir(prefix, entries)
     meta = Metadata(str(record["name"]), str(record.get("version", "")), ())
     if python is not None:
-        data = _safe_read(os.path.join(python, "METADATA"))
-        found = parse_metadata(data) if data is not None else meta
-        meta = Metadata(found.name or meta.name, found.version or meta.version, found.requires_dist)
+        found = _read_metadata(os.path.join(python, "METADATA"))
+        meta = replace(found, name=found.name or meta.name, version=found.version or meta.version)
     return Distribution(
         name=meta.name,
         version=meta.version,
@@ -314,6 +355,7 @@ def _conda_dist(site: SiteDir, prefix: str, path: str, record: dict[str, object]
         record=ParsedRecord(entries, ()),
         record_error=None,
         conda_spec=f"{record['name']}={record.get('version', '')}={record.get('build', '')}",
+        metadata_problem=meta.problem,
     )
 
 

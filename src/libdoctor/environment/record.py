@@ -6,6 +6,7 @@ caller can report it; it never raises for bad content.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -149,13 +150,22 @@ def _parse_common(text: str) -> ParsedRecord | None:
 
 
 def parse_record(data: bytes, only_containing: str | None = None) -> ParsedRecord:
-    """Parse RECORD bytes (CSV: path, hash, size).
+    """Parse RECORD bytes: CSV rows of path, hash, size, as the csv module reads the file
+    (``csv.reader(open(RECORD, newline=""))``, the spec's reader).
+
+    Rows split at CR LF, CR or LF outside quotes, never at the other characters
+    str.splitlines() breaks on (U+2028, U+0085 and friends are legal in file names; pip's
+    uninstall, reading ``csv.reader(text.splitlines())``, would split such a name in two).
+    A file with no quote and no bare CR, which is every RECORD pip or uv writes, is the
+    same rows split at LF: the fast paths below, which a differential test holds to csv.
 
     ONLY_CONTAINING: parse just the rows whose text contains it (e.g. ".so" for a model of
     the native files alone); other rows are skipped unread, problems in them unreported.
     """
     text = data.decode("utf-8", "surrogateescape")
-    if only_containing is None and '"' not in text:
+    if '"' in text or ("\r" in text and text.count("\r") != text.count("\r\n")):
+        return _parse_csv(text, only_containing)  # quoted fields or bare CR: csv decides
+    if only_containing is None:
         common = _parse_common(text)
         if common is not None:
             return common
@@ -164,8 +174,7 @@ def parse_record(data: bytes, only_containing: str | None = None) -> ParsedRecor
 
 def _lines_containing(text: str, needle: str) -> Iterator[tuple[int, str]]:
     """(1-based number, line) of each line of TEXT holding NEEDLE, found with str.find: a
-    tenth of a torch RECORD's lines, without visiting the rest. Lines split on "\n" only:
-    str.splitlines() also breaks on U+2028, U+0085 and friends, legal in file names."""
+    tenth of a torch RECORD's lines, without visiting the rest. Lines split on "\n" only."""
     number, counted = 1, 0
     at = text.find(needle)
     while at >= 0:
@@ -178,66 +187,93 @@ def _lines_containing(text: str, needle: str) -> Iterator[tuple[int, str]]:
         at = text.find(needle, end)
 
 
-def _parse_rows(text: str, only_containing: str | None) -> ParsedRecord:
-    """The general parser, row by row: quoting, odd hashes, malformed rows."""
-    entries: list[RecordEntry] = []
-    problems: list[RecordProblem] = []
-    fullmatch = _B64.fullmatch
-    new = tuple.__new__  # RecordEntry(...) without the Python-level __new__ frame
-    rows: Iterable[tuple[int, str]]
-    if only_containing is None:
-        rows = enumerate(text.split("\n"), start=1)  # "\n" only: see _lines_containing
-    else:
-        rows = _lines_containing(text, only_containing)
-    for number, raw_line in rows:
-        line = raw_line[:-1] if raw_line.endswith("\r") else raw_line
-        if '"' in line:  # quoted fields (commas in names): the csv module's job
-            try:
-                import csv  # here only: every RECORD pip or uv writes takes the fast path
+class _Rows:
+    """Entries and problems, one row at a time."""
 
-                row = next(csv.reader([line]), [])
-            except csv.Error as exc:
-                problems.append(RecordProblem(number, line, f"not CSV: {exc}"))
-                continue
-        else:
-            row = line.split(",")
+    def __init__(self) -> None:
+        self.entries: list[RecordEntry] = []
+        self.problems: list[RecordProblem] = []
+
+    def add(self, number: int, line: str, row: list[str]) -> None:
         if len(row) != 3:
-            if line.strip():
-                problems.append(RecordProblem(number, line, f"{len(row)} columns, expected 3"))
-            continue
+            if len(row) > 1 or (row and row[0].strip()):  # else a blank line
+                self.problems.append(RecordProblem(number, line, f"{len(row)} columns, expected 3"))
+            return
         path, hash_text, size_text = row
         if not path:
-            problems.append(RecordProblem(number, line, "empty path"))
-            continue
+            self.problems.append(RecordProblem(number, line, "empty path"))
+            return
         digest: str | None = None
         if hash_text:
             # Fast path: an already-normal sha256, as pip and uv write it.
-            if len(hash_text) == 50 and hash_text[:7] == "sha256=" and fullmatch(hash_text, 7):
+            if len(hash_text) == 50 and hash_text[:7] == "sha256=" and _B64.fullmatch(hash_text, 7):
                 digest = hash_text
             else:
                 try:
                     digest = normalize_hash(hash_text)
                 except ValueError as exc:
-                    problems.append(RecordProblem(number, line, str(exc)))
-                    continue
+                    self.problems.append(RecordProblem(number, line, str(exc)))
+                    return
         size: int | None = None
         if size_text:
             if not (size_text.isdigit() and size_text.isascii()):
-                problems.append(
-                    RecordProblem(number, line, f"size {size_text!r} is not an integer")
-                )
-                continue
+                reason = f"size {size_text!r} is not an integer"
+                self.problems.append(RecordProblem(number, line, reason))
+                return
             size = int(size_text)
-        entries.append(new(RecordEntry, (path, digest, size)))
-    return ParsedRecord(tuple(entries), tuple(problems))
+        # RecordEntry(...) without the Python-level __new__ frame
+        self.entries.append(tuple.__new__(RecordEntry, (path, digest, size)))
+
+    def parsed(self) -> ParsedRecord:
+        return ParsedRecord(tuple(self.entries), tuple(self.problems))
+
+
+def _parse_rows(text: str, only_containing: str | None) -> ParsedRecord:
+    """The rows of a RECORD without quotes or bare CR: each line, split at commas."""
+    rows = _Rows()
+    lines: Iterable[tuple[int, str]]
+    if only_containing is None:
+        lines = enumerate(text.split("\n"), start=1)
+    else:
+        lines = _lines_containing(text, only_containing)
+    for number, raw_line in lines:
+        line = raw_line[:-1] if raw_line.endswith("\r") else raw_line
+        rows.add(number, line, line.split(","))
+    return rows.parsed()
+
+
+def _parse_csv(text: str, only_containing: str | None) -> ParsedRecord:
+    """Any RECORD, by the csv module itself (a quoted field may hold commas and line ends)."""
+    import csv  # here only: every RECORD pip or uv writes takes the fast path
+
+    lines = io.StringIO(text, newline="").readlines()  # csv's own line ends: CR LF, CR, LF
+    reader = csv.reader(lines)
+    rows = _Rows()
+    start = 1
+    while True:
+        try:
+            row = next(reader, None)
+        except csv.Error as exc:  # a field over csv's size limit
+            line = "".join(lines[start - 1 : reader.line_num]).rstrip("\r\n")
+            rows.problems.append(RecordProblem(start, line[:200], f"not CSV: {exc}"))
+            start = reader.line_num + 1
+            continue
+        if row is None:
+            return rows.parsed()
+        line = "".join(lines[start - 1 : reader.line_num]).rstrip("\r\n")
+        if only_containing is None or only_containing in line:
+            rows.add(start, line, row)
+        start = reader.line_num + 1
 
 
 def parse_installed_files(data: bytes, only_containing: str | None = None) -> ParsedRecord:
-    """Parse egg-info ``installed-files.txt``: one path per line, relative to the egg-info dir."""
+    """Parse egg-info ``installed-files.txt``: one path per line, relative to the egg-info
+    dir, as pip reads it (``str.splitlines()``, the lines kept as written); a blank line
+    names nothing."""
     text = data.decode("utf-8", "surrogateescape")
     entries = tuple(
-        RecordEntry(line.strip(), None, None)
-        for line in text.split("\n")
+        RecordEntry(line, None, None)
+        for line in text.splitlines()
         if line.strip() and (only_containing is None or only_containing in line)
     )
     return ParsedRecord(entries, ())

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from libdoctor.environment.metadata import parse_wheel_tags
 from libdoctor.environment.paths import realpath_under
 from libdoctor.errors import TargetError
 
@@ -67,6 +68,9 @@ class Target:
 
 
 def read_pyvenv_cfg(prefix: Path) -> dict[str, str] | None:
+    """pyvenv.cfg as CPython's ``site.venv()`` reads it: each line holding ``=`` is a key
+    (stripped, lower-cased) and a value (stripped), the last of a key winning; lines end
+    where a text file's do (LF, CR LF, CR), not at str.splitlines()' other separators."""
     try:
         text = (prefix / "pyvenv.cfg").read_text("utf-8", "surrogateescape")
     except (FileNotFoundError, NotADirectoryError):
@@ -74,11 +78,17 @@ def read_pyvenv_cfg(prefix: Path) -> dict[str, str] | None:
     except OSError as exc:
         raise TargetError(f"cannot read {prefix / 'pyvenv.cfg'}: {exc.strerror}") from None
     values: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in re.split(r"\r\n|\r|\n", text):
         key, sep, value = line.partition("=")
         if sep:
             values[key.strip().lower()] = value.strip()
     return values
+
+
+def includes_system_site(cfg: Mapping[str, str]) -> bool:
+    """Whether the venv sees its base interpreter's site-packages: site.venv()'s rule, which
+    is yes unless ``include-system-site-packages`` says anything but ``true``."""
+    return cfg.get("include-system-site-packages", "true").lower() == "true"
 
 
 def _version_from_cfg(cfg: Mapping[str, str]) -> tuple[int, int] | None:
@@ -291,7 +301,7 @@ def from_directory(path: Path, chosen_by: str) -> Target:
             return _from_site_dir(prefix, chosen_by)
         raise TargetError(f"no Python environment found at {path} (no site-packages directory)")
     sites = [SiteDir(str(p), str(prefix)) for p in site_paths]
-    if cfg and cfg.get("include-system-site-packages", "false").lower() == "true":
+    if cfg is not None and includes_system_site(cfg):
         base = _base_prefix(cfg)
         if base is not None and base != prefix:
             base_sites, _ = _layout_site_dirs(base, version)
@@ -360,7 +370,6 @@ class BuiltFor:
         return f"Python {version[0]}.{version[1]}" if version else ""
 
 
-_TAG = re.compile(r"^Tag:\s*(\S+)\s*$", re.M)
 _SUFFIX = re.compile(r"(\.(?:cpython|pypy)[^./,\s]*\.so)(?=,)")
 _SUFFIX_VERSION = re.compile(r"^\.(?:cpython-|pypy)(\d)(\d+)")
 _PYTAG = re.compile(r"^(py|cp|pp)(\d)(\d*)$")
@@ -377,7 +386,7 @@ def read_built_for(folder: Path) -> BuiltFor:
     for name in names:
         wheel = _read_text(folder / name / "WHEEL")
         if wheel:
-            tags.append((name, tuple(x for t in _TAG.findall(wheel) for x in _expand(t))))
+            tags.append((name, tuple(x for t in parse_wheel_tags(wheel) for x in _expand(t))))
         suffixes.update(_SUFFIX.findall(_read_text(folder / name / "RECORD")))
     return BuiltFor(tuple(tags), tuple(sorted(suffixes)))
 
@@ -581,7 +590,7 @@ def from_python(
         seen.add(real_dir)
         sites.append(SiteDir(_rebased(os.path.normpath(raw), reported, str(prefix)), str(prefix)))
     cfg = read_pyvenv_cfg(prefix)
-    if cfg and cfg.get("include-system-site-packages", "false").lower() == "true":
+    if cfg is not None and includes_system_site(cfg):
         base = Path(info["base_prefix"])
         base_sites, _ = _layout_site_dirs(base, tuple(info["version"]))
         for p in base_sites:

@@ -13,7 +13,8 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 
-from libdoctor.environment.distributions import Distribution, canonicalize_name, parse_metadata
+from libdoctor.environment.distributions import Distribution, canonicalize_name
+from libdoctor.environment.metadata import parse_metadata
 from libdoctor.environment.model import is_inside
 from libdoctor.environment.record import RecordEntry, parse_record
 from libdoctor.environment.target import SiteDir, Target

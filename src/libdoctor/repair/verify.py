@@ -9,7 +9,6 @@ libdoctor says so rather than promising.
 
 from __future__ import annotations
 
-import configparser
 import os
 import re
 import zipfile
@@ -19,6 +18,7 @@ from typing import Literal
 
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, canonicalize_name
+from libdoctor.environment.metadata import script_names
 from libdoctor.environment.model import Environment
 from libdoctor.environment.paths import display, is_bytecode
 from libdoctor.environment.wheel import WheelFile, read_wheel, wheel_distribution
@@ -92,24 +92,14 @@ def _missing(dist: Distribution, env: Environment, disk: Disk) -> tuple[str, ...
 
 
 def _scripts(wheel: WheelFile, bindir: str) -> set[str]:
-    """The console and GUI scripts the installer generates from the wheel's entry points."""
+    """The console and GUI scripts the installer generates from the wheel's entry points
+    (entry_points.txt read as importlib.metadata reads it, as pip does)."""
     try:
         with zipfile.ZipFile(wheel.path) as archive:
-            text = archive.read(f"{wheel.dist_info}/entry_points.txt").decode("utf-8", "replace")
+            data = archive.read(f"{wheel.dist_info}/entry_points.txt")
     except (KeyError, OSError, zipfile.BadZipFile):
         return set()
-    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
-    try:
-        parser.read_string(text)
-    except configparser.Error:
-        return set()
-    return {
-        os.path.join(bindir, name)
-        for section in ("console_scripts", "gui_scripts")
-        if parser.has_section(section)
-        for name in parser.options(section)
-    }
+    return {os.path.join(bindir, name) for name in script_names(data.decode("utf-8", "replace"))}
 
 
 def _placed(wheel: WheelFile, dist: Distribution, env: Environment) -> set[str]:

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from libdoctor import __version__
+from libdoctor.checks.wording import file_list
 from libdoctor.environment.paths import display
 from libdoctor.findings import Finding, Severity
 from libdoctor.report import json as json_report
@@ -106,11 +107,13 @@ def _short(env: Environment, path: str) -> str:
 
 def _loaded_line(env: Environment, item: LoadedFile) -> str:
     owner = ", ".join(d.display for d in item.owners) if item.owners else "no distribution"
+    listing = file_list(item.owners[0]) if len(item.owners) == 1 else "RECORD"
+    listing = listing.removeprefix("its ")
     if item.record_match is True and len(item.owners) > len(item.bytes_of):
         whose = ", ".join(d.display for d in item.bytes_of)
         state = f"bytes are {whose}'s ({item.decided_by})"
     elif item.record_match is True:
-        state = f"RECORD ok ({item.decided_by})"
+        state = f"{listing} ok ({item.decided_by})"
     elif item.record_match is False:
         whose = ", ".join(d.display for d in item.bytes_of)
         state = (
@@ -119,7 +122,7 @@ def _loaded_line(env: Environment, item: LoadedFile) -> str:
             else f"bytes match no RECORD ({item.decided_by})"
         )
     else:
-        state = "not in any RECORD" if not item.owners else "RECORD has no size"
+        state = "not in any RECORD" if not item.owners else f"{listing} has no size"
     deleted = " (deleted)" if item.deleted else ""
     return f"    {_short(env, item.path)}{deleted}  {owner}  {state}"
 

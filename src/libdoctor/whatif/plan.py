@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from libdoctor.analysis.run import run_checks
+from libdoctor.checks.wording import file_list
 from libdoctor.disk.hashing import hash_file
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, canonicalize_name
@@ -421,13 +422,14 @@ def _uninstall_notes(env: Environment, removals: Sequence[Removal]) -> list[str]
                 else "outside a virtual environment pip deletes them"
             )
             notes.append(
-                f"{removal.dist.display}: RECORD names {len(removal.outside)} path(s) outside "
+                f"{removal.dist.display}: {file_list(removal.dist)} names "
+                f"{len(removal.outside)} path(s) outside "
                 f"the prefix (first: {removal.outside[0]}); {where}. libdoctor never follows them."
             )
         if removal.absent:
             notes.append(
-                f"{removal.dist.display}: {len(removal.absent)} RECORD path(s) already gone "
-                "from disk: nothing to delete there."
+                f"{removal.dist.display}: {len(removal.absent)} path(s) {file_list(removal.dist)} "
+                "lists already gone from disk: nothing to delete there."
             )
         dupes = [
             d

@@ -14,7 +14,6 @@ reported and never followed.
 
 from __future__ import annotations
 
-import configparser
 import os
 import shlex
 from collections.abc import Iterable, Iterator, Mapping
@@ -25,6 +24,7 @@ from libdoctor.analysis.run import run_checks
 from libdoctor.disk.stat import MISSING, Disk, FileState
 from libdoctor.environment.distributions import EMPTY_RECORD, Distribution
 from libdoctor.environment.installers import reinstall_argv
+from libdoctor.environment.metadata import script_names
 from libdoctor.environment.model import Environment, build_environment, is_inside
 from libdoctor.environment.record import RecordEntry
 from libdoctor.environment.target import Target
@@ -122,26 +122,18 @@ def _pyc_tag(target: Target) -> str | None:
 
 
 def _script_paths(dist: Distribution, target: Target) -> list[str]:
-    """Console and GUI scripts from entry_points.txt (pip removes them even without RECORD)."""
+    """Console and GUI scripts from entry_points.txt, read as importlib.metadata reads it
+    (pip removes them even without RECORD)."""
     try:
-        with open(os.path.join(dist.metadata_dir, "entry_points.txt"), encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError):
-        return []
-    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
-    try:
-        parser.read_string(text)
-    except configparser.Error:
+        with open(os.path.join(dist.metadata_dir, "entry_points.txt"), "rb") as f:
+            text = f.read(_MAX_ENTRY_POINTS).decode("utf-8", "surrogateescape")
+    except OSError:
         return []
     bindir = os.path.join(dist.site.prefix, "bin")
-    names = [
-        name
-        for section in ("console_scripts", "gui_scripts")
-        if parser.has_section(section)
-        for name in parser.options(section)
-    ]
-    return [os.path.join(bindir, name) for name in names if os.sep not in name]
+    return [os.path.join(bindir, name) for name in script_names(text) if os.sep not in name]
+
+
+_MAX_ENTRY_POINTS = 16 << 20  # far beyond any real one (a few kB)
 
 
 def _candidates(dist: Distribution, env: Environment) -> tuple[list[str], list[str]]:
