@@ -17,9 +17,9 @@ from libdoctor.environment.lockfile import (
     LockfileError,
     installed_from,
     read_lock,
-    select,
     wheel_tags,
 )
+from libdoctor.environment.lockselect import SyncOptions, select
 
 HERE = {
     "python_version": f"{sys.version_info.major}.{sys.version_info.minor}",
@@ -228,7 +228,7 @@ def test_a_requirements_file_with_hashes_continuations_comments_and_includes(
     ]
     assert lock.packages[1].hashes == {f"sha256:{SHA_A}", f"sha256:{SHA_B}"}
     assert lock.packages[2].marker is not None
-    assert any("editable ./local left aside" in n for n in lock.notes)
+    assert any("an editable with no name (#egg=) left aside" in n for n in lock.notes)
     chosen = select(lock, HERE)
     assert [p.key for p in chosen.required] == ["idna", "six", "foo-bar"]
 
@@ -242,7 +242,7 @@ def test_a_requirements_file_with_hashes_continuations_comments_and_includes(
         ("pylock.toml", "packages = []\n", "no lock-version"),
         ("uv.lock", "version = 7\n", "unknown uv.lock version 7"),
         ("pylock.toml", 'lock-version = "1.0"\npackages = [{version = "1"}]\n', "name is NoneType"),
-        ("req.txt", f"--hash=sha256:{SHA_A}\n--hash=sha256:{SHA_B}\n", "--hash=sha256"),
+        ("req.txt", f"--hash=sha256:{SHA_A}\n--hash=sha256:{SHA_B}\n", "--hash without a"),
         ("req.txt", "six>=1.0\n", "pins no version"),
         ("req.txt", "# nothing\n", "no pinned requirement"),
         ("req.txt", "six==1.0\n-r missing.txt\n", "cannot read missing.txt"),
