@@ -33,8 +33,10 @@ def _wheel(directory, entries):
     name, version = _project()
     info = f"{name}-{version}.dist-info"
     entries = list(entries) + [
-        (f"{info}/METADATA", f"Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n".encode()),
-        (f"{info}/WHEEL", b"Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"),
+        (f"{info}/METADATA", f"Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n"
+         .encode()),
+        (f"{info}/WHEEL", b"Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\n"
+         b"Tag: py3-none-any\\n"),
     ]
     rows = [_row(a, d) for a, d in entries] + [f"{info}/RECORD,,"]
     filename = f"{name}-{version}-py3-none-any.whl"
@@ -46,7 +48,7 @@ def _wheel(directory, entries):
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     name, _ = _project()
-    files = [os.path.join(r, f) for r, _, fs in os.walk(name) for f in sorted(fs) if f.endswith(".py")]
+    files = [os.path.join(r, f) for r, _, fs in os.walk(name) for f in fs if f.endswith(".py")]
     return _wheel(wheel_directory, [(p, open(p, "rb").read()) for p in sorted(files)])
 
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
