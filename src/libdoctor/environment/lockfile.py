@@ -195,15 +195,19 @@ def _read_input(path: str, budget: _Budget, shown: str | None = None) -> bytes:
         fd = os.open(path, flags)
     except OSError as exc:
         raise LockfileError(f"{shown or 'cannot read ' + path}: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as handle:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise LockfileError(
-                f"{path} is {_kind(mode)}, not a regular file: libdoctor reads lock files, not "
-                "devices or pipes (--lock - reads standard input)"
+                f"{path} is {_kind(st.st_mode)}, not a regular file: libdoctor reads lock "
+                "files, not devices or pipes (--lock - reads standard input)"
             )
-        if os.fstat(fd).st_size > budget.left:
+        if st.st_size > budget.left:
             _over(path)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as handle:
         return _within(handle.read(budget.left + 1), path, budget)
 
 
@@ -706,7 +710,7 @@ def _pinned(
         req = Requirement(text)
     except InvalidRequirement as exc:
         why = str(exc).splitlines()[0] if quoted else "not a requirement"
-        shown = f"{text!r} " if quoted else ""
+        shown = f"{_clipped(text)!r} " if quoted else ""
         raise LockfileError(f"{where}: {shown}does not parse: {why}") from None
     marker = str(req.marker) if req.marker is not None else None
     if req.url:
@@ -714,11 +718,16 @@ def _pinned(
         return replace(package, marker=marker, artifacts=_with_hashes(package.artifacts, hashes))
     specs = list(req.specifier)
     if len(specs) != 1 or specs[0].operator not in ("==", "===") or "*" in specs[0].version:
-        shown = text if quoted else "its requirement"
+        shown = _clipped(text) if quoted else "its requirement"
         raise LockfileError(f"{where}: {shown} pins no version (a lock needs name==version)")
     artifacts = (Artifact("wheel", "", hashes),) if hashes else ()
     key = canonicalize_name(req.name)
     return LockedPackage(req.name, key, specs[0].version, "registry", artifacts, marker)
+
+
+def _clipped(text: str, width: int = 80) -> str:
+    """TEXT as an error quotes it: one short line, however long the line in the file."""
+    return text if len(text) <= width else f"{text[:width]}..."
 
 
 def _with_hashes(artifacts: tuple[Artifact, ...], hashes: frozenset[str]) -> tuple[Artifact, ...]:
