@@ -91,7 +91,7 @@ def target(module_venv: VenvFactory) -> Venv:
     return module_venv("hostile")
 
 
-def _verify(lock: str | Path, target: Venv, *more: str, stdin: int | None = None) -> Child:
+def _verify(lock: str | Path, target: Venv, *more: str | Path, stdin: int | None = None) -> Child:
     return _run("verify", "--lock", lock, target.path, *more, stdin=stdin)
 
 

@@ -206,8 +206,22 @@ def test_a_git_locked_package_reinstalled_from_a_plain_wheel_is_an_error_naming_
         project.root / "plain", "gitpkg", "0.1", {"gitpkg/__init__.py": b"X = 'w'\n"}
     )
     python = project.venv / "bin" / "python"
-    by_file = ["pip", "install", "--reinstall", "--no-deps", "--python", python, plain]
-    by_name = [*by_file[:-1], "--no-index", "--find-links", plain.parent, "gitpkg==0.1"]
+    by_file: list[str | Path] = [
+        "pip",
+        "install",
+        "--reinstall",
+        "--no-deps",
+        "--python",
+        python,
+        plain,
+    ]
+    by_name: list[str | Path] = [
+        *by_file[:-1],
+        "--no-index",
+        "--find-links",
+        plain.parent,
+        "gitpkg==0.1",
+    ]
     source = f"gitpkg @ git+{(project.root / 'gitpkg').as_uri()}@{project.commit}"
     for install, said in ((by_file, "installed from the file"), (by_name, "no direct_url.json")):
         uv(install, project.dir, project.env)
