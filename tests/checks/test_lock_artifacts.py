@@ -27,6 +27,7 @@ OTHER = "sha256:" + "b" * 64
 WHEEL = Artifact("wheel", "https://e.org/alpha-1.0-py3-none-any.whl", frozenset({SHA}))
 SDIST = Artifact("sdist", "https://e.org/alpha-1.0.tar.gz", frozenset({OTHER}))
 VCS = Artifact("vcs", "https://e.org/alpha.git", commit="c0ffee")
+ARCHIVE = Artifact("archive", "https://e.org/alpha-1.0-py3-none-any.whl", frozenset({SHA}))
 NATIVE = Artifact("wheel", "https://e.org/alpha-1.0-cp399-cp399-linux_x86_64.whl")
 
 
@@ -80,10 +81,43 @@ def _package(source: str, *artifacts: Artifact) -> LockedPackage:
             "error",
         ),
         (
-            _package("directory", Artifact("directory", "src")),
+            _package("directory", Artifact("directory", "/src")),
             InstalledFrom("file:///src", "directory"),
             "info",
         ),
+        # locked to a source of its own, installed from elsewhere: an error
+        (_package("vcs", VCS), InstalledFrom(tags=("py3-none-any",)), "error"),  # an index
+        (_package("vcs", VCS), InstalledFrom("file:///w", "archive", frozenset({SHA})), "error"),
+        (_package("directory", Artifact("directory", "/src")), InstalledFrom(), "error"),
+        (
+            _package("directory", Artifact("directory", "/src")),
+            InstalledFrom("file:///elsewhere", "directory"),
+            "error",
+        ),
+        (_package("url", ARCHIVE), InstalledFrom(ARCHIVE.location, "archive"), "info"),
+        (
+            _package("url", ARCHIVE),
+            InstalledFrom(ARCHIVE.location + "#sha256=x", "archive"),
+            "info",
+        ),
+        (_package("url", ARCHIVE), InstalledFrom(tags=("py3-none-any",)), "error"),
+        (_package("url", ARCHIVE), InstalledFrom("https://e.org/other.whl", "archive"), "error"),
+        (
+            _package("url", ARCHIVE),
+            InstalledFrom(ARCHIVE.location, "archive", frozenset({SHA})),
+            "verified",
+        ),
+        (
+            _package("url", ARCHIVE),
+            InstalledFrom(ARCHIVE.location, "archive", frozenset({OTHER})),
+            "error",
+        ),
+        (
+            _package("path", Artifact("archive", "/w/a.whl")),
+            InstalledFrom("file:///w/a.whl", "archive"),
+            "info",
+        ),
+        (_package("path", Artifact("archive", "/w/a.whl")), InstalledFrom(), "error"),
         (_package("registry", WHEEL), InstalledFrom(tags=("py3-none-any",)), "info"),
         (_package("registry", NATIVE), InstalledFrom(tags=("py3-none-any",)), "error"),
         (_package("registry", NATIVE, SDIST), InstalledFrom(tags=("py3-none-any",)), "info"),

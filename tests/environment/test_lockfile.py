@@ -17,9 +17,9 @@ from libdoctor.environment.lockfile import (
     LockfileError,
     installed_from,
     read_lock,
-    select,
     wheel_tags,
 )
+from libdoctor.environment.lockselect import SyncOptions, select
 
 HERE = {
     "python_version": f"{sys.version_info.major}.{sys.version_info.minor}",
@@ -228,7 +228,7 @@ def test_a_requirements_file_with_hashes_continuations_comments_and_includes(
     ]
     assert lock.packages[1].hashes == {f"sha256:{SHA_A}", f"sha256:{SHA_B}"}
     assert lock.packages[2].marker is not None
-    assert any("editable ./local left aside" in n for n in lock.notes)
+    assert any("an editable with no name (#egg=) left aside" in n for n in lock.notes)
     chosen = select(lock, HERE)
     assert [p.key for p in chosen.required] == ["idna", "six", "foo-bar"]
 
@@ -242,7 +242,7 @@ def test_a_requirements_file_with_hashes_continuations_comments_and_includes(
         ("pylock.toml", "packages = []\n", "no lock-version"),
         ("uv.lock", "version = 7\n", "unknown uv.lock version 7"),
         ("pylock.toml", 'lock-version = "1.0"\npackages = [{version = "1"}]\n', "name is NoneType"),
-        ("req.txt", f"--hash=sha256:{SHA_A}\n--hash=sha256:{SHA_B}\n", "--hash=sha256"),
+        ("req.txt", f"--hash=sha256:{SHA_A}\n--hash=sha256:{SHA_B}\n", "--hash without a"),
         ("req.txt", "six>=1.0\n", "pins no version"),
         ("req.txt", "# nothing\n", "no pinned requirement"),
         ("req.txt", "six==1.0\n-r missing.txt\n", "cannot read missing.txt"),
@@ -322,3 +322,61 @@ def test_what_a_dist_info_says_of_its_artifact(
     found = installed_from(str(info))
     assert (found.kind, set(found.hashes)) == (kind, hashes)
     assert found.tags == ("py2-none-any", "py3-none-any")
+
+
+def test_requirements_sources_are_read_as_their_source(tmp_path: Path) -> None:
+    """``NAME @ git+URL@COMMIT``, a URL, a file, ``-e`` a directory (named by its
+    pyproject.toml or ``#egg=``): each keeps its source, and the fix installs it."""
+    from libdoctor.environment.lockfile import source_requirement
+
+    commit = "c" * 40
+    (tmp_path / "local").mkdir()
+    (tmp_path / "local" / "pyproject.toml").write_text('[project]\nname = "local-pkg"\n')
+    path = _write(
+        tmp_path,
+        "requirements.txt",
+        f"gitpkg @ git+https://e.org/g.git@{commit}#subdirectory=py\n"
+        "tagged @ git+https://e.org/t.git@v1.0\n"
+        f"web @ https://e.org/web-1.0-py3-none-any.whl#sha256={SHA_A}\n"
+        "./dist/filed-2.0-py3-none-any.whl\n"
+        "-e ./local\n"
+        "-e git+https://e.org/ed.git#egg=ed\n",
+    )
+    lock = read_lock(str(path))
+    got = {p.key: (p.source, source_requirement(p, lock.base)) for p in lock.packages}
+    assert got == {
+        "gitpkg": ("vcs", f"gitpkg @ git+https://e.org/g.git@{commit}#subdirectory=py"),
+        "tagged": ("vcs", "tagged @ git+https://e.org/t.git@v1.0"),
+        "web": ("url", f"web @ https://e.org/web-1.0-py3-none-any.whl#sha256={SHA_A}"),
+        "filed": ("path", f"filed @ file://{tmp_path}/dist/filed-2.0-py3-none-any.whl"),
+        "local-pkg": ("editable", f"local-pkg @ file://{tmp_path}/local"),
+        "ed": ("vcs", "ed @ git+https://e.org/ed.git"),
+    }
+    tagged = next(p for p in lock.packages if p.key == "tagged").artifacts[0]
+    assert (tagged.commit, tagged.revision) == (None, "v1.0")  # a tag is no commit
+    web = next(p for p in lock.packages if p.key == "web")
+    assert web.hashes == {f"sha256:{SHA_A}"}
+
+
+def test_pylock_extras_and_groups_follow_the_options(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "pylock.toml",
+        'lock-version = "1.0"\nextras = ["fast"]\ndependency-groups = ["dev", "docs"]\n'
+        'default-groups = ["dev"]\n'
+        '[[packages]]\nname = "base"\nversion = "1"\n'
+        '[[packages]]\nname = "speed"\nversion = "1"\nmarker = "\'fast\' in extras"\n'
+        '[[packages]]\nname = "lint"\nversion = "1"\nmarker = "\'dev\' in dependency_groups"\n'
+        '[[packages]]\nname = "sphinx"\nversion = "1"\nmarker = "\'docs\' in dependency_groups"\n',
+    )
+    lock = read_lock(str(path))
+
+    def required(**options: object) -> list[str]:
+        return [p.key for p in select(lock, HERE, SyncOptions(**options)).required]  # type: ignore[arg-type]
+
+    assert required() == ["base", "lint"]
+    assert required(extras=("fast",), no_default_groups=True) == ["base", "speed"]
+    assert required(all_groups=True, dev="exclude") == ["base", "sphinx"]
+    assert required(only_groups=("docs",)) == ["base", "sphinx"]
+    with pytest.raises(LockfileError, match=r"apply to a uv\.lock only"):
+        select(lock, HERE, SyncOptions(all_packages=True))

@@ -40,7 +40,9 @@ def test_many_findings_of_one_code_are_one_block_with_one_command() -> None:
     assert "lock-extra (5)" in text and "b 1.0, c 1.0, d 1.0, e 1.0, f 1.0" in text
     assert "fix: /env/bin/python -m pip uninstall --yes b c d e f" in text
     assert "not counted as extra: pip 25.0 (installers the lock does not list)" in text
-    assert text.rstrip().endswith("1 of 1 locked packages at their versions, 0 verified by hash")
+    assert text.rstrip().endswith(
+        "1 of 1 locked packages at their versions, 0 verified by hash or commit"
+    )
     verbose = render_text(_report(findings), findings, color=False, verbose=True)
     assert verbose.count("fix: /env/bin/python -m pip uninstall --yes") == 5
 

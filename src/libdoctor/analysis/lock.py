@@ -3,13 +3,15 @@ model the environment (hashing with ``--deep``) and compare, returned as a value
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from libdoctor.analysis.run import CheckOptions, compute_digests, model_and_states
 from libdoctor.checks.lock import LockCheck, check_lock
 from libdoctor.disk.stat import RealDisk
-from libdoctor.environment.lockfile import Lock, Selection, read_lock, select
+from libdoctor.environment.lockfile import Lock, Selection, read_lock
+from libdoctor.environment.lockselect import SyncOptions, select
 from libdoctor.environment.requirements import marker_environment
 from libdoctor.environment.target import Target
 
@@ -34,12 +36,16 @@ def verify_lock(
     lock_path: str,
     options: CheckOptions,
     progress: ProgressFactory | None = None,
+    sync: SyncOptions | None = None,
+    allow_includes: Sequence[str] = (),
 ) -> LockReport:
-    """TARGET against the lock at LOCK_PATH; ``LockfileError`` when it cannot be verified
-    (unreadable, malformed, or a lock for other Pythons or platforms)."""
-    lock = read_lock(lock_path)
+    """TARGET against the lock at LOCK_PATH, as synced with SYNC (``uv sync``'s flags);
+    ``LockfileError`` when it cannot be verified (unreadable, malformed, too large, a lock
+    for other Pythons or platforms, options that do not fit it). A requirements lock's
+    ``-r`` includes may come from its directory tree and ALLOW_INCLUDES."""
+    lock = read_lock(lock_path, allow_includes)
     markers = marker_environment(target)
-    selection = select(lock, markers)
+    selection = select(lock, markers, sync)
     disk = RealDisk()
     env, states = model_and_states(target, disk)
     digests, hashing = None, None

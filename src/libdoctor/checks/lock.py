@@ -13,7 +13,11 @@ Codes: lock-missing, lock-version, lock-extra, lock-artifact, lock-files.
   lists, any match counts; a local directory or a VCS checkout where the lock names
   registry files; another commit), else WHEEL's tags against the tags of the lock's
   wheel file names. Without evidence (an index install: pip and uv keep no hash) the
-  artifact is "not verifiable": one info, never an error.
+  artifact is "not verifiable": one info, never an error. A package the lock pins to a
+  source of its own (a git commit, an archive URL or path, a directory) must have been
+  installed from that source, as ``direct_url.json`` says; from an index, a plain wheel
+  or another source it is an error whose fix installs the locked source
+  (``NAME @ git+URL@COMMIT``, the URL, the path; ``--editable DIR``).
 - *files*: the right version, but its files are no longer what it installed: the RECORD
   truth of ``checks.files`` (sizes; hashes with ``--deep``).
 """
@@ -31,11 +35,13 @@ from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.installers import install_argv, uninstall_argv
 from libdoctor.environment.lockfile import (
+    Artifact,
     InstalledFrom,
     Lock,
     LockedPackage,
     Selection,
     installed_from,
+    source_requirement,
     wheel_tags,
 )
 from libdoctor.environment.model import Environment
@@ -153,37 +159,45 @@ def _lock_evidence(lock: Lock, package: LockedPackage) -> dict[str, Any]:
 
 
 def _missing(env: Environment, lock: Lock, package: LockedPackage) -> Finding:
-    requirement = _requirement(package)
     return Finding(
         code="lock-missing",
         severity=Severity.ERROR,
         message=f"{package.display} is in the lock but not installed.",
         distribution=DistRef(package.name, package.version or ""),
         evidence=_lock_evidence(lock, package),
-        fix=None
-        if requirement is None
-        else Fix(install_argv(env.target, requirement, _installer_of(env))),
+        fix=_install_fix(env, lock, package, _installer_of(env), reinstall=False),
     )
 
 
-def _requirement(package: LockedPackage) -> str | None:
-    if package.version is not None and not package.local:
-        return f"{package.name}=={package.version}"
-    url = next((a.location for a in package.artifacts if "://" in a.location), None)
-    return url
+def _install_fix(
+    env: Environment, lock: Lock, package: LockedPackage, installer: str, *, reinstall: bool
+) -> Fix | None:
+    """What installs PACKAGE as locked: from its own source (``NAME @ git+URL@COMMIT``, the
+    URL, the path; ``--editable DIR`` for an editable directory), else ``NAME==VERSION``
+    from the index; None when the lock says too little."""
+    editable = next((a for a in package.artifacts if a.kind == "directory" and a.editable), None)
+    if editable is not None:
+        import os
+
+        path = os.path.abspath(os.path.join(lock.base, editable.location))
+        argv = install_argv(env.target, path, installer, reinstall=reinstall)
+        return Fix((*argv[:-1], "--editable", path))
+    requirement = source_requirement(package, lock.base)
+    if requirement is None and package.version is not None and package.source == "registry":
+        requirement = f"{package.name}=={package.version}"
+    if requirement is None:
+        return None
+    return Fix(install_argv(env.target, requirement, installer, reinstall=reinstall))
 
 
 def _version(env: Environment, lock: Lock, package: LockedPackage, dist: Distribution) -> Finding:
-    argv = install_argv(
-        env.target, f"{package.name}=={package.version}", _dist_installer(dist, env)
-    )
     return _installed_finding(
         "lock-version",
         Severity.ERROR,
         dist,
         f"{dist.name} is {dist.version} here; the lock pins {package.version}.",
         {**_lock_evidence(lock, package), "installed_version": dist.version},
-        None if package.local else Fix(argv),
+        _install_fix(env, lock, package, _dist_installer(dist, env), reinstall=False),
     )
 
 
@@ -234,6 +248,8 @@ def _artifact(
     found: InstalledFrom,
 ) -> Finding | str:
     """A lock-artifact finding, "verified", or why the artifact cannot be verified."""
+    if package.source != "registry":
+        return _by_source(env, lock, package, dist, found)
     if found.kind == "archive" and found.hashes and package.hashes:
         if found.hashes & package.hashes:
             return "verified"
@@ -244,25 +260,109 @@ def _artifact(
         return _artifact_finding(env, lock, package, dist, why, found)
     if found.kind in ("directory", "vcs"):
         return _local_or_vcs(env, lock, package, dist, found)
-    if package.local or package.source == "vcs":
-        where = package.artifacts[0].location if package.artifacts else ""
-        return f"the lock names a {package.source} {where}".strip()
     return _by_tags(env, lock, package, dist, found)
+
+
+def _by_source(
+    env: Environment, lock: Lock, package: LockedPackage, dist: Distribution, found: InstalledFrom
+) -> Finding | str:
+    """A package locked to a source of its own, against the source ``direct_url.json``
+    names: the same commit, archive or directory, else an error naming the locked one."""
+    locked = next((a for a in package.artifacts if a.kind in ("vcs", "archive", "directory")), None)
+    if locked is None:
+        return f"the lock names a {package.source} source and no location"
+    if locked.kind == "vcs" and found.kind == "vcs":
+        if locked.commit is None or found.commit is None:
+            return "a VCS checkout; the lock or the dist-info names no commit"
+        if locked.commit == found.commit:
+            return "verified"
+    elif locked.kind == found.kind and _same_place(lock, locked, found.url):
+        if locked.kind == "directory":
+            return "a local directory, as the lock says: no file to compare"
+        if found.hashes and package.hashes:
+            return (
+                "verified"
+                if found.hashes & package.hashes
+                else _artifact_finding(
+                    env,
+                    lock,
+                    package,
+                    dist,
+                    f"its {_shown(found.hashes)} is none of the lock's",
+                    found,
+                )
+            )
+        return f"installed from the locked {package.source} {locked.location}; no hash kept"
+    why = f"installed {_how(found)}; the lock names {_locked_source(lock, package, locked)}"
+    return _source_finding(env, lock, package, dist, why, found)
+
+
+def _same_place(lock: Lock, locked: Artifact, url: str | None) -> bool:
+    """Whether direct_url.json's URL is the locked archive or directory: the same URL (less
+    its fragment), or for a path, the same file once resolved."""
+    import os
+    from urllib.parse import unquote, urlsplit
+
+    if url is None:
+        return False
+    if "://" in locked.location:
+        return url.split("#", 1)[0] == locked.location.split("#", 1)[0]
+    if not url.startswith("file:"):
+        return False
+    installed = unquote(urlsplit(url).path)
+    wanted = os.path.join(lock.base, locked.location)
+    return os.path.realpath(installed) == os.path.realpath(wanted)
+
+
+def _how(found: InstalledFrom) -> str:
+    if found.kind == "vcs":
+        return f"from commit {found.commit} of {found.url}"
+    if found.kind == "directory":
+        return f"from {'an editable checkout' if found.editable else 'a directory'} ({found.url})"
+    if found.kind == "archive":
+        return f"from the file {found.url}"
+    if found.tags:
+        return f"from an index or a plain wheel (tagged {found.tags[0]}; no direct_url.json)"
+    return "from an index (no direct_url.json)"
+
+
+def _locked_source(lock: Lock, package: LockedPackage, locked: Artifact) -> str:
+    if locked.kind == "vcs":
+        at = locked.commit or locked.revision
+        return f"{locked.vcs} {locked.location}" + (f" at {at}" if at else "")
+    what = {"archive": "the archive", "directory": "the directory"}[locked.kind]
+    return f"{what} {locked.location}"
+
+
+def _source_finding(
+    env: Environment,
+    lock: Lock,
+    package: LockedPackage,
+    dist: Distribution,
+    why: str,
+    found: InstalledFrom,
+) -> Finding:
+    installer = _dist_installer(dist, env)
+    return _installed_finding(
+        "lock-artifact",
+        Severity.ERROR,
+        dist,
+        f"{dist.display} is not the locked artifact: {why}.",
+        {
+            **_lock_evidence(lock, package),
+            "locked_source": source_requirement(package, lock.base),
+            "installed_from": found.url,
+            "installed_kind": found.kind or "index",
+            "installed_commit": found.commit,
+        },
+        _install_fix(env, lock, package, installer, reinstall=True),
+    )
 
 
 def _local_or_vcs(
     env: Environment, lock: Lock, package: LockedPackage, dist: Distribution, found: InstalledFrom
 ) -> Finding | str:
-    if found.kind == "vcs" and package.source == "vcs":
-        locked = next((a.commit for a in package.artifacts if a.commit), None)
-        if locked is None or found.commit is None:
-            return "a VCS checkout; the lock or the dist-info names no commit"
-        if locked == found.commit:
-            return "verified"
-        why = f"installed from commit {found.commit} of {found.url}; the lock names {locked}"
-        return _artifact_finding(env, lock, package, dist, why, found)
-    if found.kind == "directory" and package.local:
-        return "a local directory, as the lock says: no file to compare"
+    """A registry package installed from a directory or VCS checkout: not the lock's."""
     what = "an editable checkout" if found.editable else f"a {found.kind}"
     why = f"installed from {what} ({found.url}); the lock names {package.source} artifacts"
     return _artifact_finding(env, lock, package, dist, why, found)

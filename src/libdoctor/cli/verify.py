@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from libdoctor.cli import common
 from libdoctor.cli import progress as bar
+
+if TYPE_CHECKING:
+    from libdoctor.environment.lockselect import SyncOptions
 
 
 def register(sub: Any) -> None:
@@ -27,13 +30,81 @@ def register(sub: Any) -> None:
         "--lock",
         required=True,
         metavar="FILE",
-        help="pylock.toml (PEP 751), uv.lock, or a requirements file of name==version pins",
+        help="pylock.toml (PEP 751), uv.lock, or a requirements file of pins (- reads stdin)",
     )
+    verify.add_argument(
+        "--allow-include",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a requirements lock's -r files may also come from DIR (default: the lock's own "
+        "directory tree only)",
+    )
+    _add_sync_options(verify)
     common.add_target_options(verify)
     common.add_output_options(verify, sarif=True)
     common.add_deep_options(verify, deep_help="also compare file hashes with RECORD")
     bar.add_quiet_option(verify)
     verify.set_defaults(func=run)
+
+
+def _add_sync_options(parser: Any) -> None:
+    """``uv sync``'s selection flags, so the user passes the ones they synced with."""
+    sync = parser.add_argument_group(
+        "as synced",
+        "the extras, groups and packages the environment was synced with, as "
+        "uv sync's flags (default: the project's default-groups, no extras)",
+    )
+    for flag, what in (
+        ("--extra", "an extra of the project"),
+        ("--no-extra", "an extra left out of --all-extras"),
+        ("--group", "a dependency group, with the default groups"),
+        ("--no-group", "a dependency group left out (wins over the others)"),
+        ("--only-group", "only this group: not the project's own dependencies"),
+        ("--package", "a workspace member synced instead of the project"),
+        ("--no-install-package", "a package left uninstalled"),
+    ):
+        sync.add_argument(flag, action="append", default=[], metavar="NAME", help=what)
+    for flag, what in (
+        ("--all-extras", "every extra"),
+        ("--all-groups", "every dependency group"),
+        ("--no-default-groups", "not the default groups ([tool.uv] default-groups, else dev)"),
+        ("--all-packages", "every workspace member"),
+        ("--no-install-project", "the project itself left uninstalled"),
+        ("--no-install-workspace", "no workspace member installed"),
+        ("--no-install-local", "no local path or directory installed"),
+    ):
+        sync.add_argument(flag, action="store_true", help=what)
+    dev = sync.add_mutually_exclusive_group()
+    dev.add_argument("--dev", dest="dev", action="store_const", const="include", help="--group dev")
+    dev.add_argument(
+        "--no-dev", dest="dev", action="store_const", const="exclude", help="--no-group dev"
+    )
+    dev.add_argument(
+        "--only-dev", dest="dev", action="store_const", const="only", help="--only-group dev"
+    )
+
+
+def sync_options(args: argparse.Namespace) -> SyncOptions:
+    from libdoctor.environment.lockselect import SyncOptions
+
+    return SyncOptions(
+        extras=tuple(args.extra),
+        all_extras=args.all_extras,
+        no_extras=tuple(args.no_extra),
+        groups=tuple(args.group),
+        no_groups=tuple(args.no_group),
+        only_groups=tuple(args.only_group),
+        all_groups=args.all_groups,
+        no_default_groups=args.no_default_groups,
+        dev=args.dev,
+        packages=tuple(args.package),
+        all_packages=args.all_packages,
+        no_install_project=args.no_install_project,
+        no_install_workspace=args.no_install_workspace,
+        no_install_local=args.no_install_local,
+        no_install_packages=tuple(args.no_install_package),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,7 +117,9 @@ def run(args: argparse.Namespace) -> int:
     target = common.discover_target(args)
     options = CheckOptions(deep=args.deep, cache_dir=common.hash_cache_dir(args))
     progress = bar.bytes_factory(args.deep and bar.wanted(args) and args.format == "text")
-    report = verify_lock(target, args.lock, options, progress)
+    report = verify_lock(
+        target, args.lock, options, progress, sync_options(args), args.allow_include
+    )
     order = {s: i for i, s in enumerate(sorted(Severity, reverse=True))}
     findings = sorted(report.check.findings, key=lambda f: order[f.severity])
     if args.format == "sarif":

@@ -47,6 +47,7 @@ def lock_dict(report: LockReport) -> dict[str, Any]:
             for e in selection.excluded
         ],
         "project": [{"name": p.name, "version": p.version} for p in selection.optional],
+        "synced_with": selection.chosen or None,
         "excepted": list(report.check.excepted),
         "matched": list(report.check.matched),
         "verified": list(report.check.verified),
@@ -65,10 +66,15 @@ def header(report: LockReport) -> list[str]:
         f"{len(selection.required)} of {len(lock.packages)} packages apply here "
         f"(Python {python}, {platform})",
     ]
+    if selection.chosen:
+        lines.append(f"synced with: {selection.chosen}")
     if selection.excluded:
         names = ", ".join(e.package.display for e in selection.excluded[:6])
         more = f" and {len(selection.excluded) - 6} more" if len(selection.excluded) > 6 else ""
-        lines.append(f"not for this environment: {names}{more} (markers)")
+        lines.append(
+            f"not for this environment: {names}{more} (markers, or extras and groups not "
+            "synced: --json lock.excluded says which)"
+        )
     if selection.optional:
         names = ", ".join(p.display for p in selection.optional)
         lines.append(f"the locked project itself, installed or not: {names}")
@@ -149,7 +155,7 @@ def _verdict(report: LockReport, findings: Sequence[Finding]) -> Line:
     check = report.check
     scope = (
         f": {len(check.matched)} of {len(report.selection.required)} locked packages at their "
-        f"versions, {len(check.verified)} verified by hash"
+        f"versions, {len(check.verified)} verified by hash or commit"
     )
     drift = [f for f in findings if f.severity >= Severity.WARNING]
     if not drift:
