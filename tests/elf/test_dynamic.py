@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -354,9 +355,16 @@ def build_elf(
     flags_1: int | None = None,
     more_strings: tuple[tuple[int, bytes], ...] = (),
     after_null: tuple[tuple[int, int], ...] = (),
+    terminate: bool = True,
+    tail: tuple[tuple[int, int], ...] = (),
+    zero_fill: int = 0,
 ) -> bytes:
     """A minimal ELF image without sections. The string table sits in a second PT_LOAD
-    whose vaddr-offset delta differs from the first, so DT_STRTAB must be mapped."""
+    whose vaddr-offset delta differs from the first, so DT_STRTAB must be mapped.
+
+    TERMINATE=False leaves out the DT_NULL; TAIL entries follow PT_DYNAMIC in the same
+    segment (what the loader reads when the DT_NULL is missing); ZERO_FILL bytes of
+    p_memsz beyond p_filesz end that segment."""
     o = "<" if byteorder == "little" else ">"
     is64 = elf_class == ELFCLASS64
     ehsize, phsize = (64, 56) if is64 else (52, 32)
@@ -383,20 +391,24 @@ def build_elf(
     seg2_off = (interp_off + len(interp_bytes) + 15) & ~15
     seg2_vaddr = 0x800000 + seg2_off
     dyn_off = seg2_off + ((len(strtab) + 15) & ~15)
-    tags += [(5, seg2_vaddr), (10, len(strtab)), (0, 0), *after_null]
+    # DT_SYMTAB: every object the loader maps needs one (an empty table here).
+    tags += [(5, seg2_vaddr), (6, seg2_vaddr), (10, len(strtab))]
+    tags += [(0, 0), *after_null] if terminate else []
     dynamic = b"".join(dyn_fmt.pack(t, v) for t, v in tags)
-    end = dyn_off + len(dynamic)
+    following = b"".join(dyn_fmt.pack(t, v) for t, v in tail)
+    end = dyn_off + len(dynamic) + len(following)
 
-    def phdr(p_type: int, off: int, vaddr: int, size: int) -> bytes:
+    def phdr(p_type: int, off: int, vaddr: int, size: int, fill: int = 0) -> bytes:
+        mem = size + fill
         if is64:
-            return struct.pack(o + "IIQQQQQQ", p_type, 4, off, vaddr, vaddr, size, size, 0x1000)
-        return struct.pack(o + "IIIIIIII", p_type, off, vaddr, vaddr, size, size, 4, 0x1000)
+            return struct.pack(o + "IIQQQQQQ", p_type, 4, off, vaddr, vaddr, size, mem, 0x1000)
+        return struct.pack(o + "IIIIIIII", p_type, off, vaddr, vaddr, size, mem, 4, 0x1000)
 
     phdrs = b""
     if interp is not None:
         phdrs += phdr(3, interp_off, 0x400000 + interp_off, len(interp_bytes))
     phdrs += phdr(1, 0, 0x400000, seg2_off)
-    phdrs += phdr(1, seg2_off, seg2_vaddr, end - seg2_off)
+    phdrs += phdr(1, seg2_off, seg2_vaddr, end - seg2_off, zero_fill)
     phdrs += phdr(2, dyn_off, seg2_vaddr + dyn_off - seg2_off, len(dynamic))
 
     ident = b"\x7fELF" + bytes([elf_class, 1 if byteorder == "little" else 2, 1]) + bytes(9)
@@ -409,7 +421,8 @@ def build_elf(
     image[ehsize : ehsize + len(phdrs)] = phdrs
     image[interp_off : interp_off + len(interp_bytes)] = interp_bytes
     image[seg2_off : seg2_off + len(strtab)] = strtab
-    image[dyn_off:end] = dynamic
+    image[dyn_off : dyn_off + len(dynamic)] = dynamic
+    image[dyn_off + len(dynamic) : end] = following
     return bytes(image)
 
 
@@ -455,7 +468,7 @@ def test_synthetic_images_match_readelf(
     )
 
 
-def test_dynamic_without_strings_needs_no_strtab() -> None:
+def test_dynamic_without_strings() -> None:
     image = build_elf(ELFCLASS64, "little", EM_X86_64, flags_1=DF_1_NODEFLIB)
     info = parse_elf(image)
     assert info.has_dynamic and info.nodeflib and info.needed == ()
@@ -549,15 +562,12 @@ CORRUPTIONS: list[tuple[str, Corruption, str]] = [
     ("pn-xnum", lambda g: patch(g.data, 56, "<H", 0xFFFF), "PN_XNUM"),
     ("cut-in-phdrs", lambda g: g.data[: g.phoff + 20], "program header table extends"),
     ("truncated-half", lambda g: g.data[: len(g.data) // 2], "extends beyond end of file"),
-    (
-        "dynamic-huge",
-        lambda g: patch(g.data, g.phdr_at(2) + 32, "<Q", 2**40),
-        "extends beyond end of file",
-    ),
+    # The loader finds PT_DYNAMIC by address and never reads p_offset; readelf reads p_offset.
+    # Disagreeing, one is corrupt (test_loader_oracle: this copy still imports).
     (
         "dynamic-offset-huge",
         lambda g: patch(g.data, g.phdr_at(2) + 8, "<Q", 2**64 - 8),
-        "extends beyond end of file",
+        "disagree",
     ),
     (
         "strtab-unmapped",
@@ -575,6 +585,12 @@ CORRUPTIONS: list[tuple[str, Corruption, str]] = [
         "not NUL-terminated",
     ),
     ("no-strtab", lambda g: patch(g.data, g.dyn_at(5), "<q", 21), "no DT_STRTAB"),
+    # Relocation reads names through DT_STRTAB, strings in the dynamic section or not.
+    (
+        "no-strtab-without-strings",
+        lambda g: patch(without_strings(g), g.dyn_at(5), "<q", 21),
+        "no DT_STRTAB",
+    ),
     # The loader reads the dynamic section at p_vaddr and follows the address tags: one that
     # points outside every PT_LOAD makes `import` segfault (checks/test_libraries has the proof).
     (
@@ -645,6 +661,24 @@ def test_last_single_tag_wins_and_dt_null_ends_the_array() -> None:
     info = parse_elf(image)
     # glibc's elf_get_dynamic_info keeps the last of a single-valued tag; DT_NULL ends the scan.
     assert (info.soname, info.needed, info.runpath) == ("second", (), None)
+
+
+def test_a_missing_dt_null_is_read_past_as_the_loader_does() -> None:
+    """glibc stops only at a DT_NULL, p_filesz or not (test_loader_oracle: such a gcc-built
+    module imports). What follows in the segment is read as entries, up to a DT_NULL."""
+
+    def image(**layout: Any) -> bytes:
+        return build_elf(ELFCLASS64, "little", EM_X86_64, needed=(b"liba.so.1",), **layout)
+
+    good = parse_elf(image())
+    assert parse_elf(image(terminate=False, tail=((0, 0),))) == good
+    # An entry after the end counts, as it does for the loader; here it names liba again.
+    assert parse_elf(image(terminate=False, tail=((1, 1), (0, 0)))).needed == ("liba.so.1",) * 2
+    # The segment's zero fill (p_memsz > p_filesz) is a DT_NULL too.
+    assert parse_elf(image(terminate=False, zero_fill=64)) == good
+    # Running off the segment, the loader reads bytes no segment holds.
+    with pytest.raises(ElfFormatError, match="no DT_NULL before the end of its PT_LOAD"):
+        parse_elf(image(terminate=False))
 
 
 def test_not_a_regular_file(tmp_path: Path) -> None:

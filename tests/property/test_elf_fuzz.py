@@ -202,43 +202,76 @@ def _layout(data: bytes) -> tuple[str, bool, list[tuple[int, int, int, int, int]
 
 
 def _dynamic_slots(data: bytes) -> list[int]:
-    """The file offset of each dynamic entry's value, and of PT_DYNAMIC's p_vaddr."""
+    """The file offset of each dynamic entry's tag and value, and of PT_DYNAMIC's p_vaddr."""
     o, is64, phdrs = _layout(data)
     size = 16 if is64 else 8
     slots = []
     for i, (p_type, off, _va, filesz, _ms) in enumerate(phdrs):
         if p_type == 2:
-            slots += [off + at + size // 2 for at in range(0, filesz - size + 1, size)]
+            entries = range(0, filesz - size + 1, size)
+            slots += [off + at + half for at in entries for half in (0, size // 2)]
             phoff = struct.unpack_from(o + ("Q" if is64 else "I"), data, 32 if is64 else 28)[0]
             slots.append(phoff + (56 * i + 16 if is64 else 32 * i + 8))
     return slots
 
 
-def _addresses_mapped(data: bytes) -> bool:
-    """What a parse that succeeded promises: every address tag's last value, and PT_DYNAMIC
-    itself, lie inside a PT_LOAD segment."""
+# Tables the loader walks by (base, byte size); spelled out again from elf.dynamic._TABLES.
+TABLES = {7: 8, 17: 18, 36: 35, 25: 27, 26: 28, 32: 33}
+
+
+def _loader_tags(data: bytes) -> dict[int, int] | None:
+    """The last value of each tag, read as the loader reads the array: from PT_DYNAMIC's
+    address, through the PT_LOAD holding it, to the first DT_NULL. None: PT_DYNAMIC's
+    address is in no PT_LOAD's file bytes."""
     o, is64, phdrs = _layout(data)
-    loads = [(va, fs, ms) for t, _off, va, fs, ms in phdrs if t == 1]
+    loads = [(off, va, fs) for t, off, va, fs, _ms in phdrs if t == 1]
     last: dict[int, int] = {}
-    for p_type, off, va, filesz, _ms in phdrs:
+    for p_type, _off, va, _fs, _ms in phdrs:
         if p_type != 2:
             continue
-        if not any(lva <= va and va + filesz <= lva + lfs for lva, lfs, _lms in loads):
-            return False
-        for tag, val in struct.iter_unpack(o + ("qQ" if is64 else "iI"), data[off : off + filesz]):
+        hit = next(((lo, lva, lfs) for lo, lva, lfs in loads if lva <= va < lva + lfs), None)
+        if hit is None:
+            return None
+        start = hit[0] + va - hit[1]
+        size = 16 if is64 else 8
+        raw = data[start : hit[0] + hit[2]]
+        for tag, val in struct.iter_unpack(
+            o + ("qQ" if is64 else "iI"), raw[: len(raw) // size * size]
+        ):
             if tag == 0:
                 break
             last[tag] = val
+    return last
+
+
+def _addresses_mapped(data: bytes) -> bool:
+    """What a parse that succeeded promises: PT_DYNAMIC and every address tag's last value
+    lie inside a PT_LOAD segment, and each table the loader walks fits in one."""
+    _o, _is64, phdrs = _layout(data)
+    spans = [(va, va + ms) for t, _off, va, _fs, ms in phdrs if t == 1]
+    last = _loader_tags(data)
+    if last is None or 5 not in last or 6 not in last:  # relocation reads both, always
+        return False
+    tables = dict(TABLES)
+    if 20 in last:  # DT_PLTREL: then DT_JMPREL is walked for DT_PLTRELSZ bytes
+        tables[23] = 2
+    for base, size in tables.items():
+        if last.get(base, 0) == 0 and base in (7, 17):
+            continue
+        if base in last:
+            end = last[base] + last.get(size, 2**64)
+            if not any(lo <= last[base] and end <= hi for lo, hi in spans):
+                return False
     return all(
-        any(lva <= val <= lva + lms for lva, _lfs, lms in loads)
+        any(lo <= val <= hi for lo, hi in spans)
         for tag, val in last.items()
-        if tag in ADDRESS_TAGS
+        if tag in ADDRESS_TAGS and not (val == 0 and tag in (7, 17))
     )
 
 
 @st.composite
 def dynamic_patches(draw: st.DrawFn) -> bytes:
-    """One dynamic entry's value (or PT_DYNAMIC's address) replaced: by an interesting value,
+    """One dynamic entry's tag or value (or PT_DYNAMIC's address) replaced: by an interesting value,
     any value, or one near the original (still mapped, or just past a segment)."""
     seed = _seed(draw(st.integers(0, 100)))
     data = bytearray(seed.data)
@@ -258,6 +291,7 @@ def dynamic_patches(draw: st.DrawFn) -> bytes:
 @given(dynamic_patches())
 def test_patched_dynamic_values_are_checked(data: bytes) -> None:
     """A value or ElfFormatError, never more; and a value only when the addresses the loader
-    will dereference are mapped (else `import` would segfault on a file check called fine)."""
+    will dereference are mapped and the tables it walks fit (else `import` would segfault on
+    a file check called fine)."""
     if _check(data) is not None:
         assert _addresses_mapped(data)

@@ -16,7 +16,7 @@ Exit codes: 0 done and nothing new at error level; 1 refused, or done with new e
 from __future__ import annotations
 
 import argparse
-import shutil
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -68,8 +68,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _refuse_without_uv(steps: Sequence[Step]) -> None:
+    from libdoctor.environment.installers import find_uv
     from libdoctor.errors import LibdoctorError
 
-    for step in steps:
-        if step.argv and step.argv[0] == "uv" and shutil.which("uv") is None:
-            raise LibdoctorError("the environment was made by uv, and uv is not on PATH")
+    if any(step.argv and step.argv[0] == "uv" for step in steps):
+        try:
+            find_uv(os.environ)
+        except LibdoctorError as exc:
+            raise LibdoctorError(f"the environment was made by uv, and {exc}") from None

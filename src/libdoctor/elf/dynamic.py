@@ -1,13 +1,19 @@
 """What library resolution needs from one ELF file, read without reading the whole file.
 
 Only these byte ranges are read: the ELF header, the program header table, PT_INTERP,
-the PT_DYNAMIC segment, and the string-table blocks that hold the wanted strings
+the dynamic array, and the string-table blocks that hold the wanted strings
 (torch's libraries reach 1 GB; their dynamic string tables alone are megabytes).
 Every offset and size is checked against the file size before it is used, and any
 malformation becomes ``ElfFormatError("one-line reason")``; nothing else escapes for
-bad bytes. What the loader itself would trip over is checked too, at constant cost per
-dynamic tag: PT_DYNAMIC and every address tag must lie inside a PT_LOAD segment (else
-``import`` dies with SIGSEGV before Python can say anything).
+bad bytes.
+
+What glibc's loader refuses, or trips over once the object is mapped, is an error too, at
+constant cost per dynamic tag, because ``import`` of such a file fails or dies with SIGSEGV
+before Python can say anything (glibc 2.36: ``_dl_map_object_from_fd`` in dl-load.c,
+``elf_get_dynamic_info`` in get-dynamic-info.h, relocation in do-rel.h, ``call_init`` in
+dl-init.c). The dynamic array is read where and as the loader reads it: from PT_DYNAMIC's
+address to the first DT_NULL. Each rule below says which loader behaviour it stands for,
+and the tests check each against the real loader and a real ``dlopen``.
 
 The parser is pure: it sees the file only through ``read_at(offset, size) -> bytes``.
 ``read_elf`` feeds it ``os.pread`` on a file descriptor, ``parse_elf`` feeds it bytes.
@@ -49,13 +55,37 @@ PT_LOAD = 1
 PT_DYNAMIC = 2
 PT_INTERP = 3
 
+_ET_EXEC = 2
+_ET_DYN = 3
+
 DT_NULL = 0
 DT_NEEDED = 1
+DT_PLTRELSZ = 2
 DT_STRTAB = 5
+DT_SYMTAB = 6
+DT_RELA = 7
+DT_RELASZ = 8
+DT_RELAENT = 9
 DT_STRSZ = 10
 DT_SONAME = 14
 DT_RPATH = 15
+DT_REL = 17
+DT_RELSZ = 18
+DT_RELENT = 19
+DT_PLTREL = 20
+DT_JMPREL = 23
+DT_INIT_ARRAY = 25
+DT_FINI_ARRAY = 26
+DT_INIT_ARRAYSZ = 27
+DT_FINI_ARRAYSZ = 28
 DT_RUNPATH = 29
+DT_PREINIT_ARRAY = 32
+DT_PREINIT_ARRAYSZ = 33
+DT_RELRSZ = 35
+DT_RELR = 36
+DT_RELRENT = 37
+DT_RELACOUNT = 0x6FFFFFF9
+DT_RELCOUNT = 0x6FFFFFFA
 DT_FLAGS_1 = 0x6FFFFFFB
 
 # Tags whose value is an address the loader dereferences once the object is mapped (glibc's
@@ -65,25 +95,71 @@ _ADDRESS_TAGS = {
     3: "DT_PLTGOT",
     4: "DT_HASH",
     DT_STRTAB: "DT_STRTAB",
-    6: "DT_SYMTAB",
-    7: "DT_RELA",
+    DT_SYMTAB: "DT_SYMTAB",
+    DT_RELA: "DT_RELA",
     12: "DT_INIT",
     13: "DT_FINI",
-    17: "DT_REL",
-    23: "DT_JMPREL",
-    25: "DT_INIT_ARRAY",
-    26: "DT_FINI_ARRAY",
-    32: "DT_PREINIT_ARRAY",
-    36: "DT_RELR",
+    DT_REL: "DT_REL",
+    DT_JMPREL: "DT_JMPREL",
+    DT_INIT_ARRAY: "DT_INIT_ARRAY",
+    DT_FINI_ARRAY: "DT_FINI_ARRAY",
+    DT_PREINIT_ARRAY: "DT_PREINIT_ARRAY",
+    DT_RELR: "DT_RELR",
     0x6FFFFEF5: "DT_GNU_HASH",
     0x6FFFFFF0: "DT_VERSYM",
     0x6FFFFFFC: "DT_VERDEF",
     0x6FFFFFFE: "DT_VERNEED",
 }
+# DT_RELA and DT_REL may be 0 beside DT_RELR; glibc then skips them (get-dynamic-info.h).
+_ZERO_MEANS_NONE = frozenset({DT_RELA, DT_REL})
+
+
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """A table the loader walks: at ADDRESS, SIZE bytes long, of ENTRY-sized entries."""
+
+    address: int
+    size: int
+    entry: int | None  # the tag glibc asserts holds the entry size, if it asserts one
+    count: int | None  # the tag that says how many leading entries are relative relocations
+
+
+# Each table glibc walks from a base address and a byte size. With the base present, the
+# loader reads the size (and the entry size) without looking: a missing one is a NULL
+# dereference, a size running past the segment walks into unmapped memory or other bytes
+# (SIGSEGV), a wrong entry size fails get-dynamic-info.h's assert ("Inconsistency detected
+# by ld.so", exit 127), a DT_RELACOUNT past the table trips dl-machine.h's assert.
+_TABLES = (
+    _Table(DT_RELA, DT_RELASZ, DT_RELAENT, DT_RELACOUNT),
+    _Table(DT_REL, DT_RELSZ, DT_RELENT, DT_RELCOUNT),
+    _Table(DT_RELR, DT_RELRSZ, DT_RELRENT, None),
+    _Table(DT_INIT_ARRAY, DT_INIT_ARRAYSZ, None, None),
+    _Table(DT_FINI_ARRAY, DT_FINI_ARRAYSZ, None, None),
+    _Table(DT_PREINIT_ARRAY, DT_PREINIT_ARRAYSZ, None, None),
+)
+_TAG_NAMES = {
+    **_ADDRESS_TAGS,
+    DT_PLTRELSZ: "DT_PLTRELSZ",
+    DT_RELASZ: "DT_RELASZ",
+    DT_RELAENT: "DT_RELAENT",
+    DT_RELSZ: "DT_RELSZ",
+    DT_RELENT: "DT_RELENT",
+    DT_PLTREL: "DT_PLTREL",
+    DT_INIT_ARRAYSZ: "DT_INIT_ARRAYSZ",
+    DT_FINI_ARRAYSZ: "DT_FINI_ARRAYSZ",
+    DT_PREINIT_ARRAYSZ: "DT_PREINIT_ARRAYSZ",
+    DT_RELRSZ: "DT_RELRSZ",
+    DT_RELRENT: "DT_RELRENT",
+    DT_RELACOUNT: "DT_RELACOUNT",
+    DT_RELCOUNT: "DT_RELCOUNT",
+}
 # The tags read from the dynamic section besides DT_NEEDED; for each the last one wins.
-_SINGLE_TAGS = frozenset({DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH, DT_FLAGS_1, *_ADDRESS_TAGS})
+_SINGLE_TAGS = frozenset({DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH, DT_FLAGS_1, *_TAG_NAMES})
 
 _PN_XNUM = 0xFFFF
+# Linux pages are 4 KiB or a multiple of it: a PT_LOAD misaligned at 4 KiB is misaligned for
+# every loader, so checking the smallest never rejects a file some system would map.
+_MIN_PAGE = 4096
 # Limits far above anything a linker writes; they keep a corrupt size field from
 # turning into a huge read (MemoryError) while staying clear of real files.
 _MAX_INTERP = 4096  # the kernel rejects a PT_INTERP longer than PATH_MAX
@@ -225,6 +301,8 @@ def _parse(read_at: ReadAt, file_size: int) -> ElfInfo:
     interp_seg = next((s for s in segments if s.p_type == PT_INTERP), None)
     dyn_seg = next((s for s in segments if s.p_type == PT_DYNAMIC), None)
     loads = [s for s in segments if s.p_type == PT_LOAD]
+    if e_type in (_ET_EXEC, _ET_DYN):
+        _check_loadable(e_type, loads, dyn_seg)
 
     interpreter = None
     if interp_seg is not None:
@@ -237,9 +315,7 @@ def _parse(read_at: ReadAt, file_size: int) -> ElfInfo:
     needed: tuple[str, ...] = ()
     flags_1 = 0
     if dyn_seg is not None:
-        soname, needed, rpath, runpath, flags_1 = _read_dynamic(
-            read_at, file_size, lay, dyn_seg, loads
-        )
+        soname, needed, rpath, runpath, flags_1 = _read_dynamic(read_at, lay, dyn_seg, loads)
 
     return ElfInfo(
         elf_class=elf_class,
@@ -267,6 +343,7 @@ def read_segments(
     if phentsize != lay.phdr.size:
         # The kernel and glibc both insist on the exact size.
         raise ElfFormatError(f"unexpected program header size {phentsize}")
+    # glibc preads the table at e_phoff; a short read is "cannot read file data".
     table = read_exact(read_at, file_size, phoff, phnum * phentsize, "program header table")
     segments = []
     for fields in lay.phdr.iter_unpack(table):
@@ -274,7 +351,9 @@ def read_segments(
             p_type, _pflags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz = fields[:7]
         else:
             p_type, p_offset, p_vaddr, _paddr, p_filesz, p_memsz = fields[:6]
-        if p_type in (PT_LOAD, PT_DYNAMIC, PT_INTERP) and p_offset + p_filesz > file_size:
+        # PT_DYNAMIC is not here: the loader finds it by address, inside a PT_LOAD
+        # (check_dynamic_mapped), and never reads its p_offset or the end of its p_filesz.
+        if p_type in (PT_LOAD, PT_INTERP) and p_offset + p_filesz > file_size:
             # A truncated download looks exactly like this; the loader would map
             # pages past the end of file and die with SIGBUS on first touch.
             raise ElfFormatError(
@@ -284,36 +363,42 @@ def read_segments(
     return segments
 
 
-_PT_NAMES = {PT_LOAD: "PT_LOAD", PT_DYNAMIC: "PT_DYNAMIC", PT_INTERP: "PT_INTERP"}
+_PT_NAMES = {PT_LOAD: "PT_LOAD", PT_INTERP: "PT_INTERP"}
+
+
+def _check_loadable(e_type: int, loads: list[Segment], dyn: Segment | None) -> None:
+    """What _dl_map_object_from_fd refuses before it maps anything, in its words."""
+    if not loads:
+        raise ElfFormatError("no PT_LOAD segment (object file has no loadable segments)")
+    for seg in loads:
+        if (seg.vaddr - seg.offset) % _MIN_PAGE:
+            raise ElfFormatError(
+                f"PT_LOAD at offset {seg.offset:#x}: address {seg.vaddr:#x} is not page-aligned"
+                " with it (ELF load command address/offset not page-aligned)"
+            )
+    # A PT_DYNAMIC of size 0 is what separate debug info files carry; glibc refuses both.
+    if e_type == _ET_DYN and (dyn is None or dyn.filesz == 0):
+        raise ElfFormatError("shared object without a dynamic section (p_filesz 0 or none)")
 
 
 def _read_dynamic(
-    read_at: ReadAt, file_size: int, lay: Layout, dyn: Segment, loads: list[Segment]
+    read_at: ReadAt, lay: Layout, dyn: Segment, loads: list[Segment]
 ) -> tuple[str | None, tuple[str, ...], str | None, str | None, int]:
-    if dyn.filesz > _MAX_DYNAMIC:
-        raise ElfFormatError(f"dynamic segment too large ({dyn.filesz} bytes)")
-    check_dynamic_mapped(dyn, loads)
-    usable = dyn.filesz - dyn.filesz % lay.dyn.size
-    raw = read_exact(read_at, file_size, dyn.offset, usable, "dynamic segment")
-
     needed_offs: list[int] = []
     # Single-valued tags: the last one wins, as in glibc's elf_get_dynamic_info.
     single: dict[int, int] = {}
-    for tag, val in lay.dyn.iter_unpack(raw):
-        if tag == DT_NULL:
-            break
+    for tag, val in dynamic_entries(read_at, lay, dyn, loads):
         if tag == DT_NEEDED:
             needed_offs.append(val)
         elif tag in _SINGLE_TAGS:
             single[tag] = val
     check_addresses_mapped(single, loads)
+    _check_tables(single, loads, lay)
 
     flags_1 = single.get(DT_FLAGS_1, 0)
     wanted = (DT_SONAME, DT_RPATH, DT_RUNPATH)
     if not needed_offs and not any(t in single for t in wanted):
         return None, (), None, None, flags_1
-    if DT_STRTAB not in single:
-        raise ElfFormatError("dynamic section has strings but no DT_STRTAB")
 
     strings = string_table(read_at, single[DT_STRTAB], single.get(DT_STRSZ), loads)
     needed = tuple(strings.get(off) for off in needed_offs)
@@ -321,16 +406,63 @@ def _read_dynamic(
     return soname, needed, rpath, runpath, flags_1
 
 
-def check_dynamic_mapped(dyn: Segment, loads: list[Segment]) -> None:
-    """The loader finds the dynamic section at its address (p_vaddr), in the mapped image;
-    we read it at its offset. Both must name the same bytes, inside one PT_LOAD segment."""
+def dynamic_entries(
+    read_at: ReadAt, lay: Layout, dyn: Segment, loads: list[Segment]
+) -> list[tuple[int, int]]:
+    """The dynamic array as the loader walks it: (tag, value) pairs from PT_DYNAMIC's address
+    up to, not including, the first DT_NULL.
+
+    glibc stops only at DT_NULL; p_filesz bounds nothing. A linker always ends the array with
+    DT_NULL inside PT_DYNAMIC, but when it is missing the loader reads on into what follows in
+    memory (.got: its zero words end the walk, and such a file loads and works) - so we read
+    on too, through the rest of the PT_LOAD segment that holds it, then its zero fill. Only an
+    array that runs off its segment is refused: what the loader reads next belongs to no
+    segment (the rest of the page, as the file has it, then another mapping or none), so
+    whether it loads is chance.
+    """
+    seg = check_dynamic_mapped(dyn, loads)
+    size = lay.dyn.size
+    limit = min(seg.offset + seg.filesz, dyn.offset + _MAX_DYNAMIC)
+    first = min(max(dyn.filesz - dyn.filesz % size, size), limit - dyn.offset)
+    entries: list[tuple[int, int]] = []
+    raw = read_exact(read_at, limit, dyn.offset, first - first % size, "dynamic segment")
+    if _walk(lay, raw, entries):
+        return entries
+    at = dyn.offset + len(raw)
+    rest = read_exact(read_at, limit, at, limit - at, "dynamic segment")
+    if limit == seg.offset + seg.filesz and seg.memsz > seg.filesz:
+        rest += bytes(min(seg.memsz - seg.filesz, 2 * size))  # the zero fill: a DT_NULL
+    if _walk(lay, rest[: len(rest) - len(rest) % size], entries):
+        return entries
+    if limit < seg.offset + seg.filesz:
+        raise ElfFormatError(f"dynamic section has no DT_NULL in its first {_MAX_DYNAMIC} bytes")
+    raise ElfFormatError("dynamic section has no DT_NULL before the end of its PT_LOAD segment")
+
+
+def _walk(lay: Layout, raw: bytes, entries: list[tuple[int, int]]) -> bool:
+    """Append RAW's entries to ENTRIES up to a DT_NULL; True when one ended the array."""
+    for tag, val in lay.dyn.iter_unpack(raw):
+        if tag == DT_NULL:
+            return True
+        entries.append((tag, val))
+    return False
+
+
+def check_dynamic_mapped(dyn: Segment, loads: list[Segment]) -> Segment:
+    """The PT_LOAD segment whose file bytes hold PT_DYNAMIC's address.
+
+    The loader finds the dynamic section at its address (p_vaddr), in the mapped image;
+    readelf and every other tool read it at p_offset. A linker makes both name the same
+    bytes. When they disagree one of them is corrupt and we cannot tell which (the loader
+    may work, or read a shifted or garbage array): the file is not what was built.
+    """
     for seg in loads:
-        if seg.vaddr <= dyn.vaddr and dyn.vaddr + dyn.filesz <= seg.vaddr + seg.filesz:
+        if seg.vaddr <= dyn.vaddr < seg.vaddr + seg.filesz:
             if seg.offset + (dyn.vaddr - seg.vaddr) != dyn.offset:
                 raise ElfFormatError(
                     f"PT_DYNAMIC address {dyn.vaddr:#x} and offset {dyn.offset:#x} disagree"
                 )
-            return
+            return seg
     raise ElfFormatError(f"PT_DYNAMIC address {dyn.vaddr:#x} is not in any PT_LOAD segment")
 
 
@@ -339,7 +471,7 @@ def check_addresses_mapped(single: dict[int, int], loads: list[Segment]) -> None
     included: an empty array may start there). A handful of segments per tag."""
     spans = [(seg.vaddr, seg.vaddr + seg.memsz) for seg in loads]
     for tag, address in single.items():
-        if tag not in _ADDRESS_TAGS:
+        if tag not in _ADDRESS_TAGS or (address == 0 and tag in _ZERO_MEANS_NONE):
             continue
         for low, high in spans:
             if low <= address <= high:
@@ -350,10 +482,76 @@ def check_addresses_mapped(single: dict[int, int], loads: list[Segment]) -> None
             )
 
 
+def _check_tables(single: dict[int, int], loads: list[Segment], lay: Layout) -> None:
+    """The tags the loader uses without looking, and the tables it walks, are there and fit.
+
+    Every object the loader maps is relocated, and relocation (do-rel.h) reads DT_SYMTAB and,
+    for each symbol reference, its name through DT_STRTAB, whether or not the tags exist: a
+    file without them (a zeroed or garbage dynamic section) dies with SIGSEGV on import.
+    Linkers always write both, even for an object that defines nothing.
+    """
+    for tag in (DT_SYMTAB, DT_STRTAB):
+        if tag not in single:
+            raise ElfFormatError(f"dynamic section has no {_TAG_NAMES[tag]}")
+    sizes = _entry_sizes(lay)
+    for table in _TABLES:
+        if table.address in single:
+            _check_table(single, loads, table, sizes)
+    if DT_PLTREL in single:
+        # The PLT relocations: glibc asserts their kind, then walks DT_JMPREL for DT_PLTRELSZ.
+        if single[DT_PLTREL] not in (DT_REL, DT_RELA):
+            raise ElfFormatError(f"DT_PLTREL is {single[DT_PLTREL]}, neither DT_REL nor DT_RELA")
+        if DT_JMPREL not in single:
+            raise ElfFormatError("DT_PLTREL without DT_JMPREL")
+        _check_table(single, loads, _Table(DT_JMPREL, DT_PLTRELSZ, None, None), sizes)
+
+
+def _entry_sizes(lay: Layout) -> dict[int, int]:
+    """sizeof Rela, Rel and Relr for this ELF class."""
+    word = 8 if lay.is64 else 4
+    return {DT_RELAENT: 3 * word, DT_RELENT: 2 * word, DT_RELRENT: word}
+
+
+def _check_table(
+    single: dict[int, int], loads: list[Segment], table: _Table, sizes: dict[int, int]
+) -> None:
+    name = _TAG_NAMES[table.address]
+    entry = sizes.get(table.entry) if table.entry is not None else None
+    if table.entry is not None and single.get(table.entry) != entry:
+        value = single.get(table.entry)
+        raise ElfFormatError(
+            f"{name} with {_TAG_NAMES[table.entry]} "
+            + ("missing" if value is None else f"{value}, not {entry}")
+        )
+    address = single[table.address]
+    if address == 0 and table.address in _ZERO_MEANS_NONE:
+        return
+    if table.size not in single:
+        raise ElfFormatError(f"{name} without {_TAG_NAMES[table.size]}")
+    size = single[table.size]
+    if not any(s.vaddr <= address and address + size <= s.vaddr + s.memsz for s in loads):
+        raise ElfFormatError(
+            f"{name} table at {address:#x} ({_TAG_NAMES[table.size]} {size:#x})"
+            " runs past its PT_LOAD segment"
+        )
+    if table.count is not None and entry and single.get(table.count, 0) * entry > size:
+        raise ElfFormatError(
+            f"{_TAG_NAMES[table.count]} {single[table.count]} is more than the {name} table holds"
+        )
+
+
 def string_table(
     read_at: ReadAt, strtab: int, strsz: int | None, loads: list[Segment]
 ) -> _StringTable:
-    """Map DT_STRTAB (a virtual address) to a file range through the PT_LOAD segments."""
+    """Map DT_STRTAB (a virtual address) to a file range through the PT_LOAD segments.
+
+    The table ends at DT_STRSZ, and here we are stricter than the loader, on purpose: glibc
+    never reads DT_STRSZ (2.36 uses it only in dladdr) and takes a name at DT_STRTAB + offset,
+    up to the next NUL, wherever that is. A linker always writes DT_STRSZ right, so an offset
+    past it means the offset is corrupt (the loader then reads bytes that are no name and
+    fails: "cannot open shared object file") or DT_STRSZ is (the file still loads). We cannot
+    tell which, and neither file is what was built: both are elf-invalid.
+    """
     for seg in loads:
         if seg.vaddr <= strtab < seg.vaddr + seg.filesz:
             start = seg.offset + (strtab - seg.vaddr)

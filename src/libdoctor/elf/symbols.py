@@ -14,8 +14,8 @@ import stat
 import struct
 
 from libdoctor.elf.dynamic import (
-    DT_NULL,
     DT_STRTAB,
+    DT_SYMTAB,
     LAYOUTS,
     PT_DYNAMIC,
     PT_LOAD,
@@ -23,6 +23,7 @@ from libdoctor.elf.dynamic import (
     Layout,
     ReadAt,
     Segment,
+    dynamic_entries,
     is_elf_magic,
     read_exact,
     read_segments,
@@ -30,7 +31,6 @@ from libdoctor.elf.dynamic import (
 )
 
 DT_HASH = 4
-DT_SYMTAB = 6
 DT_GNU_HASH = 0x6FFFFEF5
 SHN_UNDEF = 0
 _MAX_CHAIN = 1 << 20  # far beyond any real hash chain: stops a corrupt, cyclic one
@@ -73,7 +73,7 @@ def _defines(read_at: ReadAt, file_size: int, name: str) -> bool:
     if dyn is None:
         return False
     loads = [s for s in segments if s.p_type == PT_LOAD]
-    tags = _dynamic_tags(read_at, file_size, lay, dyn)
+    tags = _dynamic_tags(read_at, lay, dyn, loads)
     if DT_SYMTAB not in tags or DT_STRTAB not in tags:
         return False
     table = _SymbolTable(read_at, file_size, lay, tags, loads)
@@ -97,18 +97,12 @@ def _layout_and_segments(read_at: ReadAt, file_size: int) -> tuple[Layout, list[
     return lay, read_segments(read_at, file_size, lay, phoff, phentsize, phnum)
 
 
-def _dynamic_tags(read_at: ReadAt, file_size: int, lay: Layout, dyn: Segment) -> dict[int, int]:
+def _dynamic_tags(
+    read_at: ReadAt, lay: Layout, dyn: Segment, loads: list[Segment]
+) -> dict[int, int]:
     """The dynamic section's string table, symbol table and hash table addresses."""
-    usable = dyn.filesz - dyn.filesz % lay.dyn.size
-    tags: dict[int, int] = {}
-    for tag, value in lay.dyn.iter_unpack(
-        read_exact(read_at, file_size, dyn.offset, usable, "dynamic segment")
-    ):
-        if tag == DT_NULL:
-            break
-        if tag in (DT_STRTAB, DT_SYMTAB, DT_HASH, DT_GNU_HASH):
-            tags[tag] = value
-    return tags
+    wanted = (DT_STRTAB, DT_SYMTAB, DT_HASH, DT_GNU_HASH)
+    return {tag: value for tag, value in dynamic_entries(read_at, lay, dyn, loads) if tag in wanted}
 
 
 class _SymbolTable:

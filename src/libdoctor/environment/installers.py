@@ -11,11 +11,15 @@ send them elsewhere (``PIP_TARGET``, ``PIP_PREFIX``, ``PIP_USER``, ``PYTHONPATH`
 
 from __future__ import annotations
 
+import fnmatch
 import glob
+import importlib.util
 import os
 import shlex
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+import sys
+import sysconfig
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -338,6 +342,88 @@ def no_python_reason(target: Target) -> str:
 
 RUNNABLE = frozenset({"pip", "uv"})
 """The installers libdoctor runs itself; others (conda, a distro) are only named in a fix."""
+
+
+def find_uv(environ: Mapping[str, str]) -> str:
+    """The uv binary a step runs, found where users have it: on PATH, else ``$UV`` (uv sets
+    it for what it runs), beside the interpreter running libdoctor (a venv or pipx/uvx
+    install of libdoctor with uv beside it), where the ``uv`` package importable here keeps
+    its binary, ``$XDG_BIN_HOME``/``~/.local/bin`` (uv's installer), ``$CARGO_HOME``/
+    ``~/.cargo/bin`` (cargo, older installers). Raises LibdoctorError naming where it looked.
+    """
+    looked: list[str] = []
+    for where, path in _uv_places(environ):
+        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+        looked.append(where)
+    raise LibdoctorError(f"uv was not found (looked at: {', '.join(dict.fromkeys(looked))})")
+
+
+def _uv_places(environ: Mapping[str, str]) -> Iterator[tuple[str, str | None]]:
+    """(where, as said in the error; the path there) in the order find_uv tries them."""
+    yield "PATH", shutil.which("uv", path=environ.get("PATH", os.defpath))
+    uv = environ.get("UV")
+    yield (f"$UV={uv}" if uv else "$UV (unset)"), uv
+    if sys.executable:
+        beside = os.path.join(os.path.dirname(sys.executable), "uv")
+        yield beside, beside
+    dirs = _uv_package_dirs()
+    if dirs is None:
+        yield "the uv package (none importable)", None
+    home = environ.get("HOME") or os.path.expanduser("~")
+    cargo = environ.get("CARGO_HOME")
+    folders = (
+        *(dirs or ()),
+        environ.get("XDG_BIN_HOME"),
+        os.path.join(home, ".local", "bin"),
+        os.path.join(cargo, "bin") if cargo else None,
+        os.path.join(home, ".cargo", "bin"),
+    )
+    for folder in folders:
+        if folder:
+            yield os.path.join(folder, "uv"), os.path.join(folder, "uv")
+
+
+def _uv_package_dirs() -> list[str] | None:
+    """Where the ``uv`` package importable in libdoctor's interpreter keeps its binary: the
+    places its ``find_uv_bin()`` tries (uv 0.13 ``_find_uv.py``), worked out from where the
+    package is, without importing it. None when no ``uv`` package is importable."""
+    try:
+        spec = importlib.util.find_spec("uv")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    package = os.path.normpath(next(iter(spec.submodule_search_locations)))
+    if not os.path.isfile(os.path.join(package, "_find_uv.py")):
+        return None  # some other folder named uv (one in the working directory, say)
+    site, lib_python = os.path.dirname(package), os.path.dirname(os.path.dirname(package))
+    dirs = [
+        sysconfig.get_path("scripts"),  # this interpreter's scripts directory
+        sysconfig.get_path("scripts", vars={"base": sys.base_prefix}),
+        # <prefix>/lib/pythonX.Y/site-packages/uv (pip install --prefix, uv run --with)
+        (
+            os.path.join(os.path.dirname(os.path.dirname(lib_python)), "bin")
+            if os.path.basename(site) == "site-packages"
+            and fnmatch.fnmatch(os.path.basename(lib_python), "python*")
+            and os.path.basename(os.path.dirname(lib_python)) == "lib"
+            else ""
+        ),
+        os.path.join(site, "bin"),  # <target>/uv beside <target>/bin (pip install --target)
+        sysconfig.get_path("scripts", scheme=sysconfig.get_preferred_scheme("user")),
+    ]
+    return [d for d in dict.fromkeys(dirs) if d]
+
+
+def runnable_argv(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[str, ...]:
+    """ARGV as libdoctor runs it: a leading ``uv`` is the binary ``find_uv`` finds. One on
+    PATH stays ``uv``: the child finds the same, and the journal reads as the user would."""
+    if not argv or argv[0] != "uv":
+        return tuple(argv)
+    found = find_uv(environ)
+    on_path = shutil.which("uv", path=environ.get("PATH", os.defpath))
+    return tuple(argv) if found == on_path else (found, *argv[1:])
+
 
 INSTALLER_DROPPINGS = (".lock",)
 """Files an installer leaves at the environment's root for itself (uv's lock of the

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -18,8 +17,10 @@ from libdoctor.environment.installers import (
     RUNNABLE,
     InstallerOptions,
     Notify,
+    find_uv,
     folder_entries,
     installer_env,
+    runnable_argv,
     unrunnable,
 )
 from libdoctor.environment.model import Environment, build_environment, is_inside
@@ -134,9 +135,11 @@ class RunResult:
         return self.rollback is None and all(r.returncode == 0 for r in self.results)
 
 
-def _check_installers(target: Target, steps: Sequence[Step], wrapper: Sequence[str]) -> None:
+def _check_installers(
+    target: Target, steps: Sequence[Step], wrapper: Sequence[str], environ: Mapping[str, str]
+) -> None:
     """Refuse before the first step: an interpreter that is a placeholder or not an absolute
-    path (PATH never chooses it), an installer libdoctor does not run, uv missing."""
+    path (PATH never chooses it), an installer libdoctor does not run, uv not found."""
     for step in steps:
         why = unrunnable(step.argv, target)
         if why is not None:
@@ -146,8 +149,11 @@ def _check_installers(target: Target, steps: Sequence[Step], wrapper: Sequence[s
     for step in steps:
         if step.installer not in RUNNABLE:
             raise LibdoctorError(f"{step.name} is managed by {step.installer}: not run here")
-        if step.installer == "uv" and shutil.which("uv") is None:
-            raise LibdoctorError(f"{step.name} was installed by uv, and uv is not on PATH")
+        if step.installer == "uv":
+            try:
+                find_uv(environ)
+            except LibdoctorError as exc:
+                raise LibdoctorError(f"{step.name} was installed by uv, and {exc}") from None
 
 
 def run_steps(
@@ -171,7 +177,7 @@ def run_steps(
     ``in-progress`` for ``libdoctor restore`` (the installer dies with libdoctor).
     STEP_DONE is told of each step that finished well (1 each time: a progress bar's tick).
     """
-    _check_installers(target, steps, wrapper)
+    _check_installers(target, steps, wrapper, environ)
     say = notify or (lambda _text: None)
     with terminated_by_signal():
         try:
@@ -235,9 +241,13 @@ def _run_each(
     for number, step in enumerate(steps, start=1):
         env = build_environment(target)
         saved = session.save(touched_paths(step, env, RealDisk()))
-        argv = (*wrapper, *step_argv(step, options))
+        # The wrapper (a test hook) runs the installer itself; otherwise `uv` is the one
+        # find_uv found, also when it is not on PATH.
+        command = step_argv(step, options)
+        command = command if wrapper else runnable_argv(command, environ)
+        argv = (*wrapper, *command)
         session.begin(argv, saved)
-        shown = shlex.join(step_argv(step, options))
+        shown = shlex.join(command)
         say(f"[{number}/{len(steps)}] {shown}  ({saved} files backed up)")
         run_env = installer_env(environ, session.tmpdir)
         code, output = run_installer(argv, run_env, talk.echo, started=session.started)
