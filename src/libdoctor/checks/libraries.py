@@ -16,6 +16,7 @@ from typing import Any
 
 from libdoctor.checks.optional import OptionalModule, judge_optional
 from libdoctor.checks.requirements import missing_requirements
+from libdoctor.checks.wording import file_list
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, required_names
 from libdoctor.environment.installers import reinstall_argv, steps_fix
@@ -375,7 +376,8 @@ def _unresolved_remedy(
     if on_path_lost:
         dists = [c.dist for c in on_path_lost]
         names = ", ".join(sorted({d.display for d in dists}))
-        text = f" {names} lists it in RECORD but the file is gone; reinstalling brings it back."
+        listed = file_list(dists[0]) if all(d.kind == dists[0].kind for d in dists) else "RECORD"
+        text = f" {names} lists it in {listed} but the file is gone; reinstalling brings it back."
         return text, reinstall_fix(env, dists)
     if candidates:
         where = ", ".join(display(c.path) for c in candidates[:3])

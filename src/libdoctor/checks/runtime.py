@@ -32,6 +32,7 @@ from libdoctor.checks.libraries import (
     shipped_by,
     shipping_paths,
 )
+from libdoctor.checks.wording import file_list
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.model import Environment, is_inside
@@ -77,6 +78,12 @@ def check_runtime_loads(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
 def _owner(env: Environment, path: str) -> Distribution | None:
     owners = env.owners(os.path.normpath(path))
     return owners[0] if owners else None
+
+
+def _listed(dists: Sequence[Distribution]) -> str:
+    """RECORD, or "its conda-meta record" when every one is a conda package."""
+    kinds = {d.kind for d in dists}
+    return file_list(dists[0]) if len(kinds) == 1 else "RECORD"
 
 
 def _who(env: Environment, edge: RuntimeEdge, owner: Distribution | None) -> str:
@@ -128,7 +135,10 @@ def _missing(
     if lost:
         dists = [s.dist for s in lost]
         names = ", ".join(sorted({d.display for d in dists}))
-        message += f" {names} lists it in RECORD but the file is gone; reinstalling brings it back."
+        message += (
+            f" {names} lists it in {_listed(dists)} but the file is gone; "
+            "reinstalling brings it back."
+        )
         fix = reinstall_fix(env, dists)
     elif owner is not None and not owner.external:
         beside = os.path.basename(edge.requester)
@@ -177,7 +187,8 @@ def _outside(
         )
     elif lost:
         names = ", ".join(sorted({s.dist.display for s in lost}))
-        message += f"; {names} lists it in RECORD but the file is gone, so the search went on."
+        listed = _listed([s.dist for s in lost])
+        message += f"; {names} lists it in {listed} but the file is gone, so the search went on."
         fix = reinstall_fix(env, [s.dist for s in lost])
     elif owner is not None:
         message += (

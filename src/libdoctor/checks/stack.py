@@ -574,7 +574,9 @@ def _foreign_message(
         )
     else:
         parts.append(
-            f"Those bytes match no installed distribution's RECORD (by {decided}); "
+            f"Those bytes match no installed distribution's "
+            f"{'RECORD or conda-meta record' if pinned_dist.kind == 'conda' else 'RECORD'} "
+            f"(by {decided}); "
             f"{build.dist.name} pins {_pin_text(pin)}."
         )
     if load.path not in wanted:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from libdoctor.environment.distributions import canonicalize_name
+from libdoctor.environment.metadata import parse_wheel_tags
 from libdoctor.errors import LibdoctorError
 
 __all__ = [
@@ -875,25 +876,39 @@ class InstalledFrom:
     tags: tuple[str, ...] = ()  # WHEEL's Tag lines: the wheel that was installed
 
 
+MAX_DIRECT_URL = 1 << 20
+"""A ``direct_url.json`` larger than this is no evidence (pip's are a few hundred bytes)."""
+
+
 def installed_from(metadata_dir: str) -> InstalledFrom:
     """Read ``direct_url.json`` (PEP 610; pip writes archive hashes for URL and file
-    installs, uv writes none) and WHEEL's tags; unreadable or malformed: no evidence."""
+    installs, uv writes none) and WHEEL's tags; unreadable or malformed: no evidence.
+
+    As pip reads it (``DirectUrl.from_json``): UTF-8 text (a BOM or UTF-16 is malformed), a
+    string ``url``, exactly one of ``archive_info``/``dir_info``/``vcs_info``, and for
+    ``vcs_info`` string ``vcs`` and ``commit_id``; anything else, pip says "no direct URL".
+    """
     import json
 
     tags = tuple(_wheel_tags(os.path.join(metadata_dir, "WHEEL")))
     try:
         with open(os.path.join(metadata_dir, "direct_url.json"), "rb") as handle:
-            document = json.loads(handle.read())
-    except (OSError, ValueError):
+            raw = handle.read(MAX_DIRECT_URL + 1)
+        document = json.loads(raw.decode("utf-8")) if len(raw) <= MAX_DIRECT_URL else None
+    except (OSError, ValueError, RecursionError):
         return InstalledFrom(tags=tags)
-    if not isinstance(document, dict):
+    if not isinstance(document, dict) or not isinstance(document.get("url"), str):
         return InstalledFrom(tags=tags)
-    url = document.get("url") if isinstance(document.get("url"), str) else None
-    for kind in ("archive_info", "dir_info", "vcs_info"):
-        info = document.get(kind)
-        if isinstance(info, dict):
-            return _from_info(kind, info, url, tags)
-    return InstalledFrom(url=url, tags=tags)
+    url = document["url"]
+    kinds = [k for k in ("archive_info", "dir_info", "vcs_info") if k in document]
+    info = document.get(kinds[0]) if len(kinds) == 1 else None
+    if not isinstance(info, dict):
+        return InstalledFrom(tags=tags)
+    if kinds[0] == "vcs_info" and not (
+        isinstance(info.get("vcs"), str) and isinstance(info.get("commit_id"), str)
+    ):
+        return InstalledFrom(tags=tags)
+    return _from_info(kinds[0], info, url, tags)
 
 
 def _from_info(
@@ -915,15 +930,13 @@ def _from_info(
 
 
 def _wheel_tags(path: str) -> Iterator[str]:
+    """WHEEL's Tag headers, as email reads them (the body after a blank line is not)."""
     try:
         with open(path, "rb") as handle:
-            text = handle.read().decode("utf-8", "replace")
+            text = handle.read(MAX_DIRECT_URL).decode("utf-8", "replace")
     except OSError:
         return
-    for line in text.splitlines():
-        name, sep, value = line.partition(":")
-        if sep and name.strip().lower() == "tag":
-            yield value.strip()
+    yield from parse_wheel_tags(text)
 
 
 def wheel_tags(filename: str) -> frozenset[str]:
