@@ -6,6 +6,7 @@ pip's configuration must read as pip's own parser reads them (issue 23: ``idna==
 from __future__ import annotations
 
 import codecs
+import itertools
 import json
 import os
 import subprocess
@@ -37,7 +38,8 @@ from pip._internal.cli.main_parser import parse_command
 from pip._internal.commands import create_command
 from pip._internal.network.session import PipSession
 from pip._internal.req import parse_requirements, req_file
-from pip._internal.req.constructors import install_req_from_line, install_req_from_parsed_requirement
+from pip._internal.req.constructors import (
+    install_req_from_line, install_req_from_parsed_requirement)
 
 def table(options):
     return [[o._short_opts + o._long_opts, bool(o.takes_value())] for o in options]
@@ -75,9 +77,10 @@ def config(command):
 case = json.load(sys.stdin)
 kind = case["kind"]
 if kind == "tables":
+    lines = req_file.SUPPORTED_OPTIONS + req_file.SUPPORTED_OPTIONS_REQ
     out = {"general": table([f() for f in cmdoptions.general_group["options"]]),
            "install": command_table("install"), "uninstall": command_table("uninstall"),
-           "reqfile": table([f() for f in req_file.SUPPORTED_OPTIONS + req_file.SUPPORTED_OPTIONS_REQ])}
+           "reqfile": table([f() for f in lines])}
 else:
     out = [globals()[kind](item) for item in case["items"]]
 json.dump(out, sys.stdout)
@@ -274,7 +277,7 @@ def test_bounded_reading_names_its_limit(tmp_path: Path) -> None:
     with big.open("wb") as handle:
         handle.truncate(REQFILE_LIMIT + 1)
     chain = [tmp_path / f"c{i}.txt" for i in range(REQFILE_DEPTH + 2)]
-    for here, there in zip(chain, chain[1:], strict=False):
+    for here, there in itertools.pairwise(chain):
         here.write_text(f"-r {there.name}\n")
     chain[-1].write_text("idna\n")
     loop = tmp_path / "loop.txt"

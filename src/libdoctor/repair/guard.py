@@ -450,23 +450,20 @@ def install_guard(
     bin_dir = _bin_dir(target)
     with _locked(bin_dir, wait):
         old = read_manifest(bin_dir)
-        if old is not None:
-            times = (old.bin_atime_ns, old.bin_mtime_ns)
-        else:
-            st = os.stat(bin_dir)
-            times = (st.st_atime_ns, st.st_mtime_ns)
-            if _has_guard_dir(bin_dir):
-                _recover(bin_dir)  # what an interrupted run left, back where it was
-            if not _has_guard_dir(bin_dir):
-                os.mkdir(os.path.join(bin_dir, GUARD_DIR), 0o755)
-                checkpoint("guard-install-dir")
+        if old is None and _has_guard_dir(bin_dir):
+            _recover(bin_dir)  # what an interrupted run left, back where it was
+        st = os.stat(bin_dir)
+        times = (old.bin_atime_ns, old.bin_mtime_ns) if old else (st.st_atime_ns, st.st_mtime_ns)
         texts: dict[str, bytes] = {}
         entries: list[GuardEntry] = []
         previous = {e.name: e for e in old.entries} if old else {}
-        for name, tool in _names(target, bin_dir, previous):
+        for name, tool in _names(target, bin_dir, previous):  # nothing written before it
             texts[name] = _encoded(wrapper_text(tool, name, bin_dir, target.prefix, python, source))
             digest = hashlib.sha256(texts[name]).hexdigest()
             entries.append(_planned(bin_dir, name, tool, previous.get(name), digest))
+        if not _has_guard_dir(bin_dir):
+            os.mkdir(os.path.join(bin_dir, GUARD_DIR), 0o755)
+            checkpoint("guard-install-dir")
         manifest = GuardManifest(target.prefix, bin_dir, python, source, *times, tuple(entries))
         _write_manifest(bin_dir, manifest)  # before the first original moves
         checkpoint("guard-install-manifest")
@@ -533,13 +530,16 @@ def _recover(bin_dir: str) -> tuple[list[str], list[str]]:
     The names put back, and those left (not the guard's to remove)."""
     guard = os.path.join(bin_dir, GUARD_DIR)
     restored: list[str] = []
-    for name in sorted(os.listdir(guard)):
-        if not _NAMES.fullmatch(name):
-            continue
+    kept = {n for n in os.listdir(guard) if _NAMES.fullmatch(n)}
+    for name in sorted(kept):
         seen = _look(os.path.join(bin_dir, name))
         if seen is None or seen.marked:
             os.replace(os.path.join(guard, name), os.path.join(bin_dir, name))
             restored.append(name)
+    for name in sorted(n for n in os.listdir(bin_dir) if _NAMES.fullmatch(n) and n not in kept):
+        seen = _look(os.path.join(bin_dir, name))
+        if seen is not None and seen.marked:  # a wrapper with no original: nothing stood there
+            os.unlink(os.path.join(bin_dir, name))
     return restored, _clear(guard)
 
 
