@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             "restored": list(removal.restored),
             "removed": list(removal.removed),
             "left": list(removal.left),
-            "stray": list(removal.stray),
+            "stray": [printable(n) for n in removal.stray],
         },
     )
     return common.EXIT_OK
