@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,70 @@ def test_kill_9_then_restore_is_byte_identical(
     moment: tuple[str, str | None, str | None],
 ) -> None:
     _sweep(new_venv, make_wheel, tmp_path, moment, installer)
+
+
+# --------------------------------------------------------------------------- the guard (issue 23)
+# kill -9 at each step of `guard install` and `guard remove` (their LIBDOCTOR_KILL_AT checkpoints,
+# repair.guard): `guard status` names what is left, and one `guard remove` or `guard install`
+# finishes it; pip works, and after the remove the env is as before (bin/'s times too, but
+# where the kill fell between the guard dir's mkdir/rmdir and the manifest that records them).
+
+GUARD_INSTALL_MOMENTS = [
+    "guard-install-dir",  # the guard dir made, no manifest yet
+    "guard-install-manifest",  # the manifest written, nothing moved
+    "guard-install-moved",  # pip moved into the guard dir, its wrapper not written
+    "guard-install-wrapped",  # pip's wrapper in place, pip3 not moved
+    "guard-install-moved@3",  # pip3.X moved
+    "guard-install-wrapped@3",  # every pip script wrapped, uv's wrapper not written
+]
+GUARD_REMOVE_MOMENTS = [
+    "guard-remove-entry",  # pip back, the rest wrapped
+    "guard-remove-entry@3",  # every pip script back, uv's wrapper still there
+    "guard-remove-manifest",  # the manifest gone, the guard dir not
+]
+_TIMES_LOST = {"guard-install-dir", "guard-remove-manifest"}
+GUARD_SWEEP = [
+    (action, moment, finish)
+    for action, moments in (("install", GUARD_INSTALL_MOMENTS), ("remove", GUARD_REMOVE_MOMENTS))
+    for moment in moments
+    for finish in ("remove", "install")
+]
+
+
+def _pip_works(venv_bin: Path, wrapped: bool) -> None:
+    run = subprocess.run(
+        [str(venv_bin / "pip"), "--version"], capture_output=True, text=True, check=False
+    )
+    assert run.returncode == 0 and run.stdout.startswith("pip "), run
+    assert (b"libdoctor guard wrapper" in (venv_bin / "pip").read_bytes()) == wrapped
+
+
+@pytest.mark.parametrize(
+    ("action", "moment", "finish"),
+    GUARD_SWEEP,
+    ids=[f"{a} killed at {m}, then {f}" for a, m, f in GUARD_SWEEP],
+)
+def test_kill_9_in_guard_then_one_run_finishes_it(
+    new_venv: VenvFactory, tmp_path: Path, action: str, moment: str, finish: str
+) -> None:
+    venv = new_venv("guard-sweep")
+    before = tree_state(venv.path)
+    bin_mtime = venv.bin.stat().st_mtime_ns
+    cli = Cli(tmp_path / "cache-home")
+    if action == "remove":
+        assert cli("guard", "install", venv.path).rc == 0
+    killed = cli("guard", action, venv.path, env={"LIBDOCTOR_KILL_AT": moment})
+    assert killed.rc == -signal.SIGKILL, killed.describe()
+    status = cli("guard", "status", venv.path)
+    assert status.rc == 1 and status.stdout.strip(), f"{moment}: {status.describe()}"
+    assert "Traceback" not in status.stderr
+    finished = cli("guard", finish, venv.path)
+    assert finished.rc == 0, f"{moment}: {finished.describe()}"
+    if finish == "install":
+        assert cli("guard", "status", venv.path).rc == 0, f"{moment}: not whole"
+        _pip_works(venv.bin, wrapped=True)
+        assert cli("guard", "remove", venv.path).rc == 0
+    _pip_works(venv.bin, wrapped=False)
+    assert diff_states(before, tree_state(venv.path)) == [], f"{moment}: not as before"
+    if moment not in _TIMES_LOST:
+        assert venv.bin.stat().st_mtime_ns == bin_mtime, f"{moment}: bin/'s times"

@@ -15,6 +15,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.cli import changes, common
+from libdoctor.errors import LibdoctorError
+from libdoctor.findings import printable
 
 if TYPE_CHECKING:
     from libdoctor.repair.guard import GuardStatus
@@ -64,14 +66,21 @@ def run(args: argparse.Namespace) -> int:
         common.write(guard.shell_functions(python, source, ("pip", "pip3", "uv")))
         return common.EXIT_OK
     target = common.discover_target(args)
-    if args.guard_action == "status":
-        return _status(args, guard.guard_status(target))
-    changes.refuse_unwritable(target)
-    if args.guard_action == "install":
-        manifest = guard.install_guard(target, python, source)
-        _say(args, {"guarded": [e.name for e in manifest.entries], "prefix": target.prefix})
-        return common.EXIT_OK
-    removal = guard.remove_guard(target)
+    try:
+        if args.guard_action == "status":
+            return _status(args, guard.guard_status(target))
+        changes.refuse_unwritable(target)
+        if args.guard_action == "install":
+            manifest = guard.install_guard(target, python, source)
+            _say(args, {"guarded": [e.name for e in manifest.entries], "prefix": target.prefix})
+            return common.EXIT_OK
+        removal = guard.remove_guard(target)
+    except OSError as exc:  # what it did so far, the next install or remove finishes
+        where = f"{_shown(os.fsdecode(exc.filename))}: " if exc.filename else ""
+        raise LibdoctorError(
+            f"guard {args.guard_action}: {where}{exc.strerror or exc} (run it again once "
+            "that is fixed: it finishes what this one started)"
+        ) from None
     _say(
         args,
         {
@@ -79,22 +88,32 @@ def run(args: argparse.Namespace) -> int:
             "restored": list(removal.restored),
             "removed": list(removal.removed),
             "left": list(removal.left),
+            "stray": [printable(n) for n in removal.stray],
         },
     )
     return common.EXIT_OK
 
 
+def _shown(text: str) -> str:
+    """TEXT on one line: a path's control characters (a newline, ESC) and undecodable bytes
+    as backslash escapes."""
+    text = printable(text)
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _say(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     if args.json:
+        doc = {**doc, "prefix": printable(doc["prefix"])}
         common.write(json.dumps({"schema_version": 1, **doc}, indent=2) + "\n")
         return
+    prefix = _shown(doc["prefix"])
     if "guarded" in doc:
         common.write(
-            f"guarded {doc['prefix']}: {', '.join(doc['guarded'])} now plan before they install "
+            f"guarded {prefix}: {', '.join(doc['guarded'])} now plan before they install "
             "or uninstall (LIBDOCTOR_GUARD=off to bypass; `libdoctor guard remove` to undo)\n"
         )
         return
-    lines = [f"guard removed from {doc['prefix']}"]
+    lines = [f"guard removed from {prefix}"]
     if doc["restored"]:
         lines.append(f"  put back: {', '.join(doc['restored'])}")
     if doc["left"]:
@@ -102,7 +121,22 @@ def _say(args: argparse.Namespace, doc: dict[str, Any]) -> None:
             f"  left as they are (replaced or deleted since the guard, by pip itself?): "
             f"{', '.join(doc['left'])}"
         )
+    if doc["stray"]:
+        from libdoctor.repair.guard import GUARD_DIR
+
+        names = ", ".join(_shown(n) for n in doc["stray"])
+        lines.append(f"  left in bin/{GUARD_DIR} (not the guard's files): {names}")
     common.write("\n".join(lines) + "\n")
+
+
+_NOTES = {
+    "wrapped": "wrapper in place",
+    "original": "the original in place, not wrapped: `libdoctor guard install` wraps it, "
+    "`libdoctor guard remove` finishes removing the guard",
+    "replaced": "replaced since (a pip self-upgrade?): `libdoctor guard install` again",
+    "missing": "gone since: `libdoctor guard install` again",
+}
+_KEPT = "gone since, its original kept: `libdoctor guard remove` puts it back"
 
 
 def _status(args: argparse.Namespace, status: GuardStatus) -> int:
@@ -113,20 +147,25 @@ def _status(args: argparse.Namespace, status: GuardStatus) -> int:
             "schema_version": 1,
             "guarded": manifest is not None,
             "whole": status.whole,
-            "python": manifest.python if manifest else None,
-            "entries": [{"name": n, "state": s} for n, s in status.states],
+            "interrupted": status.orphan,
+            "python": printable(manifest.python) if manifest else None,
+            "entries": [
+                {"name": n, "state": s, "original_kept": n in status.kept} for n, s in status.states
+            ],
         }
         common.write(json.dumps(doc, indent=2) + "\n")
         return code
     if manifest is None:
-        common.write("not guarded\n")
+        common.write(
+            "not guarded, but bin/.libdoctor-guard is left by an interrupted guard install or "
+            "remove: `libdoctor guard remove` clears it\n"
+            if status.orphan
+            else "not guarded\n"
+        )
         return code
-    lines = [f"guarded {manifest.prefix} (wrappers run {manifest.python})"]
-    notes = {
-        "wrapped": "wrapper in place",
-        "replaced": "replaced since (a pip self-upgrade?): `libdoctor guard install` again",
-        "missing": "gone since: `libdoctor guard install` again",
-    }
-    lines += [f"  {name}: {notes[state]}" for name, state in status.states]
+    lines = [f"guarded {_shown(manifest.prefix)} (wrappers run {_shown(manifest.python)})"]
+    for name, state in status.states:
+        kept = state == "missing" and name in status.kept
+        lines.append(f"  {name}: {_KEPT if kept else _NOTES[state]}")
     common.write("\n".join(lines) + "\n")
     return code

@@ -1,13 +1,18 @@
 """Where the guard's wrappers land: ``pip ARGS`` or ``uv ARGS`` -> plan -> ``exec`` the real
-tool with the same argv, or refuse (exit 1, the plan on stderr).
+tool with the same argv, or refuse (exit 1, why on stderr).
 
 ``main([TOOL, REAL, PREFIX, *ARGS])``: TOOL is ``pip`` or ``uv``; REAL the real tool (a path,
 or a name found on PATH); PREFIX the guarded environment (empty for the shell functions of
 ``guard shell``: then whatever environment the command is aimed at). Only an install or
-uninstall aimed at PREFIX is planned; anything else, ``--force`` (removed from the argv) and a
-plan libdoctor cannot make (a requirement pip cannot resolve: pip will say why) go straight
-through. Only a plan that proves a break stops the command: an install pip would build from
-source cannot be predicted, and passes with a note. stdout stays the tool's.
+uninstall aimed at PREFIX is planned; anything else, and ``--force`` (removed from the argv),
+go straight through. A plan that proves a break stops the command, and so does one libdoctor
+cannot make: a command line the tool would read otherwise than libdoctor can, a requirements
+file it cannot read (over the network, a FIFO), a distribution it cannot plan the removal
+of, a requirement pip cannot resolve. An uninstall is planned for every distribution it
+names, however spelled (``idna==3.20``, ``idna[x]``, ``-r FILE``, next to names that are not
+installed, which pip skips). Only a bug of libdoctor's own lets the command through
+unplanned, and it says so. An install pip would build from source cannot be predicted, and
+passes with a note. stdout stays the tool's.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from libdoctor.environment.invocation import Invocation, read_invocation
 from libdoctor.errors import LibdoctorError
 
 if TYPE_CHECKING:
+    from libdoctor.environment.model import Environment
+    from libdoctor.environment.pip_input import Asked
     from libdoctor.environment.target import Target
     from libdoctor.loader.extensions import LoaderContext
     from libdoctor.whatif.plan import Plan
@@ -30,6 +37,15 @@ if TYPE_CHECKING:
 
 def say(text: str) -> None:
     print(f"libdoctor guard: {text}", file=sys.stderr, flush=True)
+
+
+class _Refused(Exception):
+    """The command must not run: WHY, in one line, or after the plan that shows it (with
+    the safe way to do it, if there is one)."""
+
+    def __init__(self, why: str, plan: Plan | None = None, safely: str = "") -> None:
+        super().__init__(why)
+        self.why, self.plan, self.safely = why, plan, safely
 
 
 def main(argv: Sequence[str]) -> NoReturn:
@@ -41,16 +57,27 @@ def main(argv: Sequence[str]) -> NoReturn:
     real = real if os.sep in real else (shutil.which(real) or real)
     invocation = read_invocation(tool, args)
     if invocation.action is not None and not invocation.force:
+        bypass = f"LIBDOCTOR_GUARD=off {tool} ..., or add --force"
         try:
-            refusal = _refusal(invocation, real, prefix)
-        except LibdoctorError as exc:
-            say(f"cannot plan this ({exc}); running {tool} unguarded")
-            refusal = None
-        except Exception as exc:  # a bug must not stand between the user and pip
-            say(f"failed ({type(exc).__name__}: {exc}); running {tool} unguarded")
-            refusal = None
-        if refusal is not None:
+            _check(invocation, real, prefix)
+        except _Refused as exc:
+            if exc.plan is None:
+                say(f"{exc.why}; nothing was changed (to do it anyway: {bypass})")
+            else:
+                _show(exc.plan)
+                say(exc.why)
+                say(f"nothing was changed. {exc.safely}".strip())
+                say(f"to do it anyway: {bypass}")
             sys.exit(1)
+        except LibdoctorError as exc:
+            why = f"refused: cannot plan this ({exc})"
+            say(f"{why}; nothing was changed (to do it anyway: {bypass})")
+            sys.exit(1)
+        except Exception as exc:  # a bug must not stand between the user and pip
+            say(
+                f"a bug in libdoctor stopped the plan ({type(exc).__name__}: {exc}): running "
+                f"{tool} unguarded; please report it"
+            )
     try:
         os.execv(real, [real, *invocation.argv])
     except OSError as exc:
@@ -98,23 +125,23 @@ def _target(invocation: Invocation, real: str, prefix: str) -> Target | None:
     return target
 
 
-def _refusal(invocation: Invocation, real: str, prefix: str) -> str | None:
-    """Plan the command; when it breaks something, show the plan and say so."""
+def _check(invocation: Invocation, real: str, prefix: str) -> None:
+    """Plan the command; raise ``_Refused`` when it must not run (its plan shown first when
+    there is one)."""
     target = _target(invocation, real, prefix)
     if target is None:
-        return None
+        return
+    if invocation.unreadable is not None:
+        raise _Refused(f"refused: {invocation.unreadable}")
     if invocation.action == "uninstall":
-        plan, refusal, safely = _plan_uninstall(invocation, target)
+        planned = _plan_uninstall(invocation, target)
     else:
-        plan, refusal, safely = _plan_install(invocation, target)
-    if refusal is None:
-        return None
-    _show(plan)
-    say(refusal)
-    say(f"nothing was changed. {safely}".strip())
-    name = "pip" if invocation.tool == "pip" else "uv"
-    say(f"to do it anyway: LIBDOCTOR_GUARD=off {name} ..., or add --force")
-    return refusal
+        planned = _plan_install(invocation, target)
+    if planned is None:
+        return
+    plan, refusal, safely = planned
+    if refusal is not None:
+        raise _Refused(refusal, plan, safely)
 
 
 def _libraries() -> LoaderContext:
@@ -123,13 +150,39 @@ def _libraries() -> LoaderContext:
     return loader_context(os.environ, os.getcwd())
 
 
-def _plan_uninstall(invocation: Invocation, target: Target) -> tuple[Plan, str | None, str]:
+def _uninstalled_names(asked: Sequence[Asked], env: Environment) -> list[str]:
+    """The installed distributions the uninstall removes (those named here, not in a base
+    interpreter's site-packages: pip skips the rest), or ``_Refused`` for a requirement
+    libdoctor cannot read that could name any."""
+    from libdoctor.whatif.plan import find_distribution
+
+    names: list[str] = []
+    for item in asked:
+        if item.name is None:
+            if item.doubt is not None:  # it may name anything
+                raise _Refused(f"refused: cannot read {item.source!r}: {item.doubt}")
+            continue  # unnamed: pip skips it
+        try:
+            dist = find_distribution(env, item.name)
+        except LibdoctorError:
+            continue  # not installed here: pip skips it
+        if dist.name not in names:
+            names.append(dist.name)
+    return names
+
+
+def _plan_uninstall(invocation: Invocation, target: Target) -> tuple[Plan, str | None, str] | None:
     from libdoctor.disk.stat import RealDisk
+    from libdoctor.environment.invocation import uninstall_asked
     from libdoctor.environment.model import build_environment
     from libdoctor.whatif.plan import guard_refusal, plan_uninstall
 
-    names = invocation.requirements
-    plan = plan_uninstall(build_environment(target), RealDisk(), names, _libraries())
+    asked = uninstall_asked(invocation, target.prefix, os.environ, os.getcwd())
+    env = build_environment(target)
+    names = _uninstalled_names(asked, env)
+    if not names:
+        return None  # nothing installed is named: pip skips every one
+    plan = plan_uninstall(env, RealDisk(), names, _libraries())
     refusal = guard_refusal(plan, repair=False, force=False)
     command = shlex.join(["libdoctor", "uninstall", *names, target.prefix, "--repair"])
     safely = f"Safely, with backup: {command}" if plan.repair_is_safe else ""
@@ -138,6 +191,7 @@ def _plan_uninstall(invocation: Invocation, target: Target) -> tuple[Plan, str |
 
 def _plan_install(invocation: Invocation, target: Target) -> tuple[Plan, str | None, str]:
     from libdoctor.disk.hashing import default_cache_dir
+    from libdoctor.environment.invocation import config_requirements
     from libdoctor.whatif.request import (
         InstallRequest,
         conflicts,
@@ -146,7 +200,11 @@ def _plan_install(invocation: Invocation, target: Target) -> tuple[Plan, str | N
         with_steps,
     )
 
-    request = InstallRequest(invocation.wheels, invocation.requirements, invocation.pip_args)
+    added, why = config_requirements(invocation, target.prefix, os.environ)
+    if why is not None:
+        raise _Refused(f"refused: cannot read pip's configuration: {why}")
+    pip_args = (*(a for f in added for a in ("-r", os.path.abspath(f))), *invocation.pip_args)
+    request = InstallRequest(invocation.wheels, invocation.requirements, pip_args)
     planned = plan_request(
         target,
         request,

@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 # pip install options whose value names what to install: with one, pip must resolve.
-_SOURCES = ("-r", "--requirement", "-e", "--editable")
+_SOURCES = ("-r", "--requirement", "-e", "--editable", "--group", "--requirements-from-script")
 
 
 @dataclass(frozen=True, slots=True)
