@@ -360,9 +360,9 @@ def open_copy(backup_dir: str, copy: str) -> BinaryIO:
     try:
         dir_fd = os.open(os.path.join(backup_dir, directory), flags | os.O_DIRECTORY)
     except OSError as exc:
-        raise DamagedCopy(
-            f"the backup's {directory}/ is not its directory ({exc.strerror})"
-        ) from None
+        link = os.path.islink(os.path.join(backup_dir, directory))
+        why = "a symlink, not followed" if link else exc.strerror
+        raise DamagedCopy(f"the backup's {directory}/ is {why}") from None
     try:
         fd = os.open(name, flags | os.O_NONBLOCK, dir_fd=dir_fd)
     except OSError as exc:
