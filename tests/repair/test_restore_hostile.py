@@ -50,7 +50,8 @@ class Taken:
         """The journal's entry for the saved file hst/NAME."""
         target = str(self.venv.site_packages / "hst" / name)
         (item,) = (f for f in self.journal()["files"] if f["path"] == target)
-        return item
+        found: Doc = item
+        return found
 
 
 def _take(venv: Venv, wheels: WheelFactory, cache: Path) -> Taken:
@@ -105,7 +106,10 @@ def _journal(edit: Callable[[Doc], None]) -> Callable[[Path, Taken], None]:
 
 
 def _write(name: str, data: bytes) -> Callable[[Path, Taken], None]:
-    return lambda copy, taken: (copy / name).write_bytes(data)
+    def write(copy: Path, taken: Taken) -> None:
+        (copy / name).write_bytes(data)
+
+    return write
 
 
 def _sparse(name: str) -> Callable[[Path, Taken], None]:
