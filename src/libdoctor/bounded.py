@@ -74,13 +74,13 @@ def read_file(path: str, limit: int = MAX_FILE_BYTES, *, stream_ok: bool = False
     A device, FIFO or socket is refused (it may never end, or block on open) unless
     STREAM_OK (the command reads stdin, or what the user named as a stream): then it is
     read up to LIMIT. OSError as ``open`` raises it."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    # Not waiting for a FIFO's writer unless a stream is wanted: then as ``cat`` would.
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | (0 if stream_ok else os.O_NONBLOCK))
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             if not stream_ok or stat.S_ISDIR(st.st_mode):
                 raise InputRefused(f"{_kind(st.st_mode)}, not read (only regular files are)")
-            os.set_blocking(fd, True)
         elif st.st_size > limit:
             raise InputRefused(f"{_size(st.st_size)}, over {_size(limit)} ({_name(limit)})")
         return _read_fd(fd, limit, st.st_size)
