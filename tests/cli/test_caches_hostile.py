@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from support.caches import KEY_NOW, KEY_OLD, Caches, kernel, make_caches, write
+from support.hostile import DEEP, sparse
 from support.repairs import Cli, diff_states, tree_state
 from support.rss import RSS_BOUND, measured, peak_rss
 from support.venvs import Libdoctor, VenvFactory
@@ -88,8 +89,7 @@ def _dev_zero(path: Path) -> None:
 
 
 def _huge(path: Path) -> None:
-    with open(path, "wb") as handle:
-        handle.truncate(100 << 20)  # past MAX_SMALL_FILE_BYTES, sparse
+    sparse(path, 100 << 20)  # past MAX_SMALL_FILE_BYTES
 
 
 METADATA = [("a link to /dev/zero", _dev_zero), ("a FIFO", os.mkfifo), ("100 MB", _huge)]
@@ -166,7 +166,7 @@ def test_an_env_file_may_be_a_pipe(cli: Cli, caches: Caches, tmp_path: Path) -> 
 def test_a_damaged_backup_does_not_stop_a_clear(cli: Cli, caches: Caches) -> None:
     bad = caches.root / "xdg" / "libdoctor" / "backups" / "20200101-000000-badbad"
     bad.mkdir(parents=True)
-    (bad / "journal.json").write_bytes(b"[" * 100_000)
+    (bad / "journal.json").write_bytes(DEEP)
     run = cli("caches", "clear", "triton", "--yes", str(caches.venv.path), env=caches.env)
     assert run.rc == 0, run.describe()
     notes = [line for line in run.stderr.splitlines() if "damaged" in line]

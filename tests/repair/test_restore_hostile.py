@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from support.hostile import DEEP, sparse
 from support.repairs import Cli, copy_backup, diff_states, tree_state
 from support.rss import RSS_BOUND, measured, peak_rss
 from support.venvs import Venv, VenvFactory, pip_install
@@ -32,8 +33,6 @@ FILES = {
     "hst/more.txt": b"more of it\n" * 40,
     "hst/last.txt": b"and the last\n" * 30,
 }
-DEEP = b"[" * 100_000  # issue 23: a RecursionError in restore --list, backups, uninstall
-BIG = 600 << 20  # past MAX_FILE_BYTES; sparse, so it costs no disk
 
 
 @dataclass
@@ -114,8 +113,7 @@ def _write(name: str, data: bytes) -> Callable[[Path, Taken], None]:
 
 def _sparse(name: str) -> Callable[[Path, Taken], None]:
     def make(copy: Path, taken: Taken) -> None:
-        with open(copy / name, "wb") as handle:
-            handle.truncate(BIG)
+        sparse(copy / name)
 
     return make
 
