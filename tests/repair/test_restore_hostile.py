@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import stat
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -338,3 +339,37 @@ def test_restoring_twice_says_already_restored(fresh: Taken) -> None:
     refused = cli("restore", name)
     assert refused.rc == 1, refused.describe()
     assert "were changed after it was restored" in refused.stdout, refused.describe()
+
+
+# --------------------------------------------------------------------------- the fix's reads
+
+
+def test_a_wheel_whose_entry_points_inflate_to_gigabytes_costs_nothing(
+    new_venv: VenvFactory, make_wheel: WheelFactory, tmp_path: Path
+) -> None:
+    """``fix`` reads each --find-links wheel's entry_points.txt to know the scripts a
+    reinstall writes: 400 MB inflated from 400 kB was read whole (2.5 GB RSS)."""
+    venv = new_venv("bomb")
+    wheel = make_wheel("ldt-hostile", "1.0", FILES)
+    pip_install(venv, wheel)
+    (venv.site_packages / "hst" / "data.txt").unlink()
+    bombs = tmp_path / "bombs"
+    bombs.mkdir()
+    bomb = bombs / wheel.name
+    bomb.write_bytes(wheel.read_bytes())
+    with (
+        zipfile.ZipFile(bomb, "a", zipfile.ZIP_DEFLATED) as archive,
+        archive.open("ldt_hostile-1.0.dist-info/entry_points.txt", "w") as member,
+    ):
+        member.write(b"[console_scripts]\nhst = hst:main\n#")
+        for _ in range(400):
+            member.write(b"A" * (1 << 20))
+    cli = Cli(tmp_path / "cache-home")
+    args = ("fix", venv.path, "--dry-run", "--no-index", "--find-links")
+    clean = cli(*args, wheel.parent)
+    rss = tmp_path / "rss"
+    run = cli(*args, bombs, prefix=measured(rss))
+    assert run.rc == clean.rc and run.stdout == clean.stdout.replace(
+        str(wheel.parent), str(bombs)
+    ), run.describe()
+    assert peak_rss(rss) < RSS_BOUND

@@ -13,10 +13,12 @@ import configparser
 import os
 import re
 import zipfile
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from libdoctor.bounded import MAX_SMALL_FILE_BYTES
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, canonicalize_name
 from libdoctor.environment.model import Environment
@@ -94,10 +96,16 @@ def _missing(dist: Distribution, env: Environment, disk: Disk) -> tuple[str, ...
 def _scripts(wheel: WheelFile, bindir: str) -> set[str]:
     """The console and GUI scripts the installer generates from the wheel's entry points."""
     try:
-        with zipfile.ZipFile(wheel.path) as archive:
-            text = archive.read(f"{wheel.dist_info}/entry_points.txt").decode("utf-8", "replace")
-    except (KeyError, OSError, zipfile.BadZipFile):
+        with (
+            zipfile.ZipFile(wheel.path) as archive,
+            archive.open(f"{wheel.dist_info}/entry_points.txt") as member,
+        ):
+            data = member.read(MAX_SMALL_FILE_BYTES + 1)  # inflated up to the limit, no more
+    except (KeyError, OSError, ValueError, zipfile.BadZipFile, zlib.error):
         return set()
+    if len(data) > MAX_SMALL_FILE_BYTES:
+        return set()
+    text = data.decode("utf-8", "replace")
     parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     try:
