@@ -6,8 +6,6 @@ the stale ones, and ``restore`` putting them back byte for byte."""
 from __future__ import annotations
 
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,17 +24,11 @@ from support.caches import (
     TAG_OLD,
     Caches,
     kernel,
-    make_caches,
     write,
 )
 from support.repairs import Cli, diff_states, tree_state
 from support.venvs import VenvFactory, pip_install
 from support.wheels import WheelFactory
-
-
-@pytest.fixture
-def caches(new_venv: VenvFactory, make_wheel: WheelFactory, tmp_path: Path) -> Caches:
-    return make_caches(new_venv, make_wheel, tmp_path)
 
 
 def _scan(cli: Cli, caches: Caches, *args: str) -> dict[str, Any]:
@@ -137,17 +129,6 @@ def test_a_build_lock_refuses_the_clear(cli: Cli, caches: Caches) -> None:
     run = cli("caches", "clear", "--yes", str(caches.venv.path), env=caches.env)
     assert run.rc == 2 and "being built" in run.stderr, run.describe()
     assert diff_states(before, caches.state()) == []
-
-
-@pytest.fixture
-def holder(caches: Caches) -> Iterator[subprocess.Popen[bytes]]:
-    path = caches.triton / KEY_OLD / "add_kernel.cubin"
-    code = f"import sys,time; f=open({str(path)!r},'rb'); print('open', flush=True); time.sleep(60)"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stdout.readline() == b"open\n"
-    yield proc
-    proc.kill()
-    proc.wait()
 
 
 def test_an_open_file_refuses_the_clear(

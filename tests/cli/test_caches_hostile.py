@@ -11,25 +11,18 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support.caches import KEY_NOW, KEY_OLD, Caches, kernel, make_caches, write
+from support.caches import KEY_NOW, KEY_OLD, Caches, kernel, write
 from support.hostile import DEEP, sparse
 from support.repairs import Cli, diff_states, tree_state
 from support.rss import RSS_BOUND, measured, peak_rss
-from support.venvs import Libdoctor, VenvFactory
-from support.wheels import WheelFactory
-
-
-@pytest.fixture
-def caches(new_venv: VenvFactory, make_wheel: WheelFactory, tmp_path: Path) -> Caches:
-    return make_caches(new_venv, make_wheel, tmp_path)
+from support.venvs import Libdoctor
 
 
 def _one_error(run: Any) -> str:
@@ -57,17 +50,6 @@ def test_dry_run_refuses_a_root_as_the_real_run_does(cli: Cli, caches: Caches) -
     assert _one_error(dry) == line and dry.stdout == "", dry.describe()
     assert _one_error(cli(*args, "--dry-run", "--json", env=env)) == line
     assert diff_states(before, tree_state(home)) == []
-
-
-@pytest.fixture
-def holder(caches: Caches) -> Iterator[subprocess.Popen[bytes]]:
-    path = caches.triton / KEY_OLD / "add_kernel.cubin"
-    code = f"import time; f=open({str(path)!r},'rb'); print('open', flush=True); time.sleep(60)"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stdout.readline() == b"open\n"
-    yield proc
-    proc.kill()
-    proc.wait()
 
 
 def test_dry_run_refuses_an_entry_in_use_as_the_real_run_does(

@@ -4,8 +4,11 @@ CUDA, triton), and a file that is not the tool's. For ``caches`` and its kill -9
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ __all__ = [
     "TAG_NOW",
     "TAG_OLD",
     "Caches",
+    "holding",
     "kernel",
     "make_caches",
     "write",
@@ -134,3 +138,16 @@ def make_caches(new_venv: VenvFactory, make_wheel: WheelFactory, tmp_path: Path)
         "HOME": str(root / "home"),
     }
     return Caches(venv, root, env)
+
+
+@contextlib.contextmanager
+def holding(path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A process with PATH open for as long as the block runs."""
+    code = f"import time; f=open({str(path)!r},'rb'); print('open', flush=True); time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"open\n"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
