@@ -27,6 +27,7 @@ __all__ = [
     "gunzip",
     "lines",
     "loads_json",
+    "nesting",
     "read_file",
     "read_json",
 ]
