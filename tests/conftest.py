@@ -6,10 +6,13 @@ and ``support.conflicts``.
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from support.caches import KEY_OLD, Caches, holding, make_caches
 from support.checkdoc import Doc, check_ok
 from support.conflicts import ConflictWheels, build_conflict_wheels
 from support.repairs import Cli
@@ -126,3 +129,18 @@ def zoo_all(zoo: Zoo, module_libdoctor: Libdoctor) -> Doc:
 @pytest.fixture(scope="module")
 def zoo_deep(zoo: Zoo, module_libdoctor: Libdoctor) -> Doc:
     return check_ok(module_libdoctor.check(zoo.venv.path, "--json", "--all", "--deep"))
+
+
+# The compile caches (support.caches): a venv with torch and triton and their caches, stale
+# entries among them; and a process holding the stale triton entry open.
+
+
+@pytest.fixture
+def caches(new_venv: VenvFactory, make_wheel: WheelFactory, tmp_path: Path) -> Caches:
+    return make_caches(new_venv, make_wheel, tmp_path)
+
+
+@pytest.fixture
+def holder(caches: Caches) -> Iterator[subprocess.Popen[bytes]]:
+    with holding(caches.triton / KEY_OLD / "add_kernel.cubin") as proc:
+        yield proc

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import sys
 import time
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from support.slurm import fake_srun
 from support.venvs import SRC_DIR, Libdoctor, Venv, VenvFactory, pip_install
 from support.wheels import WheelFactory
 
@@ -62,35 +62,6 @@ def test_fleet_of_files(two_envs: tuple[Venv, Venv], libdoctor: Libdoctor, tmp_p
 
 # --------------------------------------------------------------------------- Slurm
 
-_FAKE_SRUN = """#!{python}
-# A stand-in for srun: runs the command once per simulated node, all at once, their stdout
-# shared (as srun merges it), each with the node's own environment.
-import json, os, subprocess, sys
-nodes = json.loads(os.environ["FAKE_SRUN_NODES"])
-args = sys.argv[1:]
-with open(os.environ["FAKE_SRUN_LOG"], "w") as log:
-    json.dump(args, log)
-command = args[args.index("-m") - 1:]
-procs = []
-for rank, (name, venv) in enumerate(nodes):
-    env = dict(os.environ, SLURMD_NODENAME=name, SLURM_PROCID=str(rank), VIRTUAL_ENV=venv)
-    procs.append(subprocess.Popen(command, env=env))
-sys.exit(max(p.wait() for p in procs))
-"""
-
-
-def _fake_srun(tmp_path: Path, nodes: list[tuple[str, str]]) -> dict[str, str]:
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    srun = bindir / "srun"
-    srun.write_text(_FAKE_SRUN.format(python=sys.executable))
-    srun.chmod(srun.stat().st_mode | stat.S_IXUSR)
-    return {
-        "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}",
-        "FAKE_SRUN_NODES": json.dumps(nodes),
-        "FAKE_SRUN_LOG": str(tmp_path / "srun-args.json"),
-    }
-
 
 @pytest.mark.parametrize("shared", [False, True])
 def test_fleet_on_slurm(
@@ -99,7 +70,7 @@ def test_fleet_on_slurm(
     good, odd = two_envs
     nodes = [("gpu01", str(good.path)), ("gpu02", str(good.path)), ("gpu03", str(odd.path))]
     nodes += [("gpu04", str(good.path))]
-    env = _fake_srun(tmp_path, nodes)
+    env = fake_srun(tmp_path, nodes)
     extra = ["--shared-dir", str(tmp_path)] if shared else []
     run = libdoctor("fleet", "--slurm", "--json", *extra, "--", "-N", "4", env=env)
     assert run.rc == 1, run.describe()
@@ -119,14 +90,14 @@ def test_fleet_on_slurm_with_a_target(
     two_envs: tuple[Venv, Venv], libdoctor: Libdoctor, tmp_path: Path
 ) -> None:
     good, odd = two_envs
-    env = _fake_srun(tmp_path, [("a", str(odd.path)), ("b", str(odd.path))])
+    env = fake_srun(tmp_path, [("a", str(odd.path)), ("b", str(odd.path))])
     run = libdoctor("fleet", "--slurm", good.path, env=env)  # TARGET wins over $VIRTUAL_ENV
     assert run.rc == 0, run.describe()
     assert "a, b (2 nodes)  same as the reference" in run.stdout
 
 
 def test_a_node_that_sends_nothing(libdoctor: Libdoctor, tmp_path: Path) -> None:
-    env = _fake_srun(tmp_path, [("a", str(tmp_path / "nowhere"))])
+    env = fake_srun(tmp_path, [("a", str(tmp_path / "nowhere"))])
     run = libdoctor("fleet", "--slurm", env=env)
     assert run.rc == 2 and len(run.stderr.splitlines()) >= 1, run.describe()
     assert "no node sent a snapshot" in run.stderr.splitlines()[-1]

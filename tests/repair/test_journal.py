@@ -8,14 +8,13 @@ Each corruption is made on a copy of one real backup, taken by a real
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support.repairs import Cli
+from support.repairs import Cli, copy_backup
 from support.venvs import Venv, VenvFactory, pip_install
 from support.wheels import WheelFactory
 
@@ -98,8 +97,7 @@ LISTING_CASES = [
 
 def _damaged_copy(backup: Backup, tmp_path: Path, name: str, corrupt: Corruption) -> Cli:
     cli = Cli(tmp_path / "cache-home")
-    copy = cli.backups / backup.path.name
-    shutil.copytree(backup.path, copy)
+    copy = copy_backup(backup.path, cli)
     doc = json.loads((copy / name).read_text())
     corrupt(doc)
     (copy / name).write_text(json.dumps(doc))

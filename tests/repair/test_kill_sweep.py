@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from support.caches import Caches, make_caches
 from support.repairs import Cli, diff_states, fault_injector, tree_state
 from support.venvs import WITH_UV, VenvFactory, pip_install, uv_install
 from support.wheels import WheelFactory
@@ -155,3 +156,56 @@ def test_kill_9_in_guard_then_one_run_finishes_it(
     assert diff_states(before, tree_state(venv.path)) == [], f"{moment}: not as before"
     if moment not in _TIMES_LOST:
         assert venv.bin.stat().st_mtime_ns == bin_mtime, f"{moment}: bin/'s times"
+
+
+# --------------------------------------------------------------------------- caches clear
+# Issue 23: kill -9 at each step of `caches clear` (one cache root's backup, then its
+# removal); the re-run refuses until the interrupted clear is restored, the restore puts the
+# root back byte for byte, and the re-run then completes. And a kill inside the restore of
+# a finished clear: the restore run again completes.
+
+CLEAR_MOMENTS = [
+    ("before the backup", "before-backup"),
+    ("mid-backup", "mid-backup"),
+    ("after the journal", "after-journal"),
+    ("mid-clear", "mid-clear"),
+]
+
+
+def _clear_args(caches: Caches) -> tuple[str, ...]:
+    return ("caches", "clear", "--all", "triton", "--yes", str(caches.venv.path))
+
+
+@pytest.mark.parametrize(("name", "kill_at"), CLEAR_MOMENTS, ids=[m[0] for m in CLEAR_MOMENTS])
+def test_kill_9_in_caches_clear_then_restore_then_rerun(
+    new_venv: VenvFactory, make_wheel: WheelFactory, tmp_path: Path, name: str, kill_at: str
+) -> None:
+    caches = make_caches(new_venv, make_wheel, tmp_path)
+    cli = Cli(tmp_path / "cache-home")
+    before = tree_state(caches.triton)
+    killed = cli(*_clear_args(caches), env={**caches.env, "LIBDOCTOR_KILL_AT": kill_at})
+    assert killed.rc == -signal.SIGKILL, f"{name}: {killed.describe()}"
+    refused = cli(*_clear_args(caches), env=caches.env)
+    assert refused.rc == 2 and "run `libdoctor restore" in refused.stderr, refused.describe()
+    restored = cli("restore", "--json", env=caches.env)  # the interrupted one, by itself
+    assert restored.rc == 0, f"{name}: {restored.describe()}"
+    assert diff_states(before, tree_state(caches.triton)) == [], f"{name}: not byte-identical"
+    again = cli(*_clear_args(caches), env=caches.env)
+    assert again.rc == 0, f"{name}: the clear after the restore: {again.describe()}"
+    assert sorted(p.name for p in caches.triton.iterdir()) == ["notes.txt"]
+
+
+def test_kill_9_while_restoring_a_clear_then_restore_again(
+    new_venv: VenvFactory, make_wheel: WheelFactory, tmp_path: Path
+) -> None:
+    caches = make_caches(new_venv, make_wheel, tmp_path)
+    cli = Cli(tmp_path / "cache-home")
+    before = tree_state(caches.triton)
+    cleared = cli(*_clear_args(caches), "--json", env=caches.env)
+    assert cleared.rc == 0, cleared.describe()
+    (backup,) = (c["backup"] for c in cleared.json()["cleared"])
+    killed = cli("restore", backup, env={**caches.env, "LIBDOCTOR_KILL_AT": "mid-rollback"})
+    assert killed.rc == -signal.SIGKILL, killed.describe()
+    restored = cli("restore", backup, env=caches.env)
+    assert restored.rc == 0, restored.describe()
+    assert diff_states(before, tree_state(caches.triton)) == []

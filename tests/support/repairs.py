@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -30,6 +31,7 @@ from support.venvs import SRC_DIR, LibdoctorRun, libdoctor_env, pip_env
 __all__ = [
     "Cli",
     "check_errors",
+    "copy_backup",
     "diff_states",
     "fault_injector",
     "process_gone",
@@ -101,6 +103,14 @@ class Cli:
 
 def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def copy_backup(backup: Path, cli: Cli) -> Path:
+    """A copy of the backup directory BACKUP among CLI's backups, to damage while BACKUP
+    stays as it was taken."""
+    copy = cli.backups / backup.name
+    shutil.copytree(backup, copy, symlinks=True)
+    return copy
 
 
 def check_errors(cli: Cli, target: Path) -> list[dict[str, Any]]:

@@ -18,12 +18,19 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from libdoctor import __version__
+from libdoctor.bounded import (
+    MAX_FILE_BYTES,
+    MAX_SMALL_FILE_BYTES,
+    InputRefused,
+    gunzip,
+    loads_json,
+    read_file,
+)
 from libdoctor.environment.metadata import parse_wheel_tags
 from libdoctor.environment.model import is_inside
 from libdoctor.environment.paths import display
@@ -306,26 +313,29 @@ def _dist_record(
     )
 
 
-def _read_text(path: str) -> str | None:
+def _read_small(path: str) -> bytes | None:
+    """A metadata file of the environment's, bounded: None when absent or refused (too large,
+    not a regular file)."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read().decode("utf-8", "replace")
-    except OSError:
+        return read_file(path, MAX_SMALL_FILE_BYTES)
+    except (OSError, ValueError):
         return None
 
 
 def _direct_url(path: str) -> str | None:
-    text = _read_text(path)
-    if text is None:
+    data = _read_small(path)
+    if data is None:
         return None
     try:
-        return canonical_json(json.loads(text))
-    except ValueError:
-        return canonical_json({"unreadable": text[:200]})
+        return canonical_json(loads_json(data))
+    except ValueError:  # not JSON, or nested past MAX_JSON_DEPTH
+        return canonical_json({"unreadable": data[:200].decode("utf-8", "replace")})
 
 
 def _wheel_tags(path: str) -> tuple[str, ...]:
-    return tuple(sorted(set(parse_wheel_tags(_read_text(path) or ""))))
+    return tuple(
+        sorted(set(parse_wheel_tags((_read_small(path) or b"").decode("utf-8", "replace"))))
+    )
 
 
 def _library_records(report: Report) -> tuple[LibraryRecord, ...]:
@@ -469,24 +479,35 @@ def write_snapshot(snap: Snapshot, path: str) -> None:
 
 
 def read_snapshot(path: str) -> Snapshot:
+    """The snapshot in the file PATH (a regular file: a device or a FIFO is refused, never
+    read), at most MAX_FILE_BYTES of it."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = read_file(path)
     except OSError as exc:
         raise SnapshotError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except InputRefused as exc:
+        raise SnapshotError(f"{path}: {exc}") from None
     return decode(data, path)
 
 
 def decode(data: bytes, source: str) -> Snapshot:
-    """DATA (JSON, or gzip'd JSON) as a Snapshot; SnapshotError naming SOURCE otherwise."""
+    """DATA (JSON, or gzip'd JSON) as a Snapshot; SnapshotError naming SOURCE otherwise.
+    Bounded: MAX_FILE_BYTES in or out, gzip's output by MAX_INFLATE_RATIO, the JSON by
+    MAX_JSON_DEPTH (``libdoctor.bounded``)."""
+    if len(data) > MAX_FILE_BYTES:
+        raise SnapshotError(f"{source}: larger than MAX_FILE_BYTES, not read")
     if data[:2] == b"\x1f\x8b":
         try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
+            data = gunzip(data)
+        except InputRefused as exc:
+            raise SnapshotError(f"{source}: {exc}") from None
+        except ValueError as exc:
             raise SnapshotError(f"{source}: not a readable gzip file ({exc})") from None
     try:
-        document = json.loads(data)
-    except (ValueError, RecursionError) as exc:
+        document = loads_json(data)
+    except InputRefused as exc:
+        raise SnapshotError(f"{source}: {exc}") from None
+    except ValueError as exc:
         raise SnapshotError(f"{source}: not a snapshot (not JSON: {exc})") from None
     return from_document(document, source)
 
@@ -496,7 +517,7 @@ def from_document(document: object, source: str) -> Snapshot:
     if top.raw.get("schema") != SCHEMA:
         raise SnapshotError(f"{source}: not a libdoctor snapshot (no schema {SCHEMA!r})")
     version = top.raw.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if type(version) is not int or version != SCHEMA_VERSION:  # true == 1 in Python
         raise SnapshotError(
             f"{source}: snapshot schema_version {version!r}, this libdoctor reads "
             f"{SCHEMA_VERSION} (take the snapshots with the same libdoctor version)"
@@ -557,10 +578,17 @@ def _read_row(d: _Fields, index: int, row: object) -> FileRow:
     if not isinstance(row, list) or len(row) not in (3, 4):
         raise SnapshotError(f"{d.source}: {where} is not [path, size, hash(, digest)]")
     path, size, *hashes = row
-    ok = isinstance(path, str) and (size is None or type(size) is int)
+    ok = isinstance(path, str) and is_row_path(path) and (size is None or type(size) is int)
     if not ok or not all(h is None or isinstance(h, str) for h in hashes):
         raise SnapshotError(f"{d.source}: {where} is not [path, size, hash(, digest)]")
     return FileRow(path, size, *hashes)
+
+
+def is_row_path(path: str) -> bool:
+    """A path a snapshot's file row may hold. Rows are data: told and compared, never
+    opened or joined to a directory here (a RECORD row may well be ``../../../bin/x``); still
+    one no RECORD could hold (empty, a NUL) is a damaged row."""
+    return bool(path) and "\0" not in path
 
 
 def _read_library(lib: _Fields) -> LibraryRecord:
@@ -666,21 +694,31 @@ def frame(task: str, node: str, data: bytes) -> str:
     return "\n".join(lines) + "\n"
 
 
-def unframe(text: str) -> list[tuple[str, bytes]]:
-    """(node, data) of every complete frame in TEXT, in task order; other lines are skipped,
-    and a frame cut short or damaged is a SnapshotError naming its node."""
+FRAME_LINE = len(FRAME) + _FRAME_WIDTH + 256  # the longest a frame's line can be
+# All frames' base64 together: a node's snapshot is at most MAX_FILE_BYTES, gzip'd.
+_FRAMED_CHARS = MAX_FILE_BYTES // 3 * 4
+
+
+def unframe(lines: Iterable[str]) -> list[tuple[str, bytes]]:
+    """(node, data) of every complete frame in LINES, in task order; other lines are
+    skipped, and a frame cut short or damaged is a SnapshotError naming its node. Only
+    frame lines are kept, at most MAX_FILE_BYTES of snapshot in all."""
     import base64
     import binascii
     import hashlib
 
     open_frames: dict[str, tuple[str, list[str]]] = {}
     done: dict[str, tuple[str, bytes]] = {}
-    for line in text.splitlines():
-        head, _, rest = line.partition(" ")
+    kept = 0
+    for line in lines:
+        head, _, rest = line.rstrip("\n").partition(" ")
         if head != FRAME:
             continue
         task, _, body = rest.partition(" ")
         word, _, arg = body.partition(" ")
+        kept += len(body)
+        if kept > _FRAMED_CHARS:
+            raise SnapshotError("the nodes sent more than MAX_FILE_BYTES of snapshots")
         if word == "begin":
             open_frames[task] = (arg, [])
         elif word == "end" and task in open_frames:

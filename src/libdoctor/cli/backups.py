@@ -35,7 +35,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from libdoctor.errors import LibdoctorError
-    from libdoctor.repair.journal import list_backups
+    from libdoctor.repair.journal import scan_backups
     from libdoctor.repair.retention import keep_count, prune, remove, usage
     from libdoctor.report import backups as report
 
@@ -48,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
             raise LibdoctorError("backups remove needs the backup's ID (libdoctor backups)")
         common.write(report.removed_text([remove(root, args.backup, force=args.force)]))
     else:
-        rows = [(info, usage(info)) for info in list_backups(root)]
+        found, damaged = scan_backups(root)
+        rows = [(info, usage(info)) for info in found]
         render = report.list_json if args.json else report.list_text
-        common.write(render(root, rows, keep))
+        common.write(render(root, rows, keep, damaged))
     return common.EXIT_OK

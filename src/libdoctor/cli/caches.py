@@ -79,16 +79,19 @@ def _intermix(parser: argparse.ArgumentParser) -> None:
 
 
 def _environ(args: argparse.Namespace) -> Mapping[str, str]:
+    from libdoctor.bounded import MAX_SMALL_FILE_BYTES, read_file
     from libdoctor.errors import LibdoctorError
     from libdoctor.stack.caches import read_env_file
 
     environ = dict(os.environ)
     if args.env_file:
-        try:
-            with open(args.env_file, encoding="utf-8") as handle:
-                environ.update(read_env_file(handle.read()))
+        try:  # a process substitution (<(env)) is a FIFO: read, up to the limit
+            data = read_file(args.env_file, MAX_SMALL_FILE_BYTES, stream_ok=True)
         except OSError as exc:
             raise LibdoctorError(f"cannot read {args.env_file}: {exc.strerror}") from None
+        except ValueError as exc:
+            raise LibdoctorError(f"{args.env_file}: {exc}") from None
+        environ.update(read_env_file(data.decode("utf-8", "replace")))
     return environ
 
 
@@ -158,18 +161,21 @@ def _clear(
     environ: Mapping[str, str],
 ) -> int:
     from libdoctor.cli import changes
-    from libdoctor.repair.caches import clear, select
+    from libdoctor.repair.caches import clear, refuse, select
     from libdoctor.report.caches import cleared_json, cleared_text
 
     selection = select(scans, stale_only=not args.all)
     if args.dry_run or not selection:
+        refuse(selection, environ)  # what the real run would say, it says
         cleared = [_planned(scan, entries) for scan, entries in selection]
     else:
         count = sum(len(e) for _, e in selection)
         changes.confirm(f"remove {count} cache entries?", args.yes, "caches clear")
         command = shlex.join(["libdoctor", "caches", *args.items])
         backups = None if args.no_backup else changes.backups_dir(args)
-        cleared = clear(selection, backups=backups, command=command, environ=environ)
+        cleared = clear(
+            selection, backups=backups, command=command, environ=environ, notify=changes.say
+        )
         _prune(args, cleared)
     if args.json:
         common.write(cleared_json({"prefix": prefix}, cleared, args.dry_run))

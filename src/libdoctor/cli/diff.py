@@ -37,7 +37,7 @@ def load(text: str, args: argparse.Namespace) -> tuple[Snapshot, dict[str, Any]]
     from libdoctor.analysis.snapshot import node_name, read_snapshot, snapshot_target
     from libdoctor.environment.target import discover
 
-    if os.path.isfile(text) and not _is_interpreter(text):
+    if _is_snapshot_file(text):
         snap = read_snapshot(text)
         return snap, {"snapshot": text, "node": snap.node, "prefix": snap.prefix}
     if not os.path.exists(text):
@@ -55,6 +55,15 @@ def load(text: str, args: argparse.Namespace) -> tuple[Snapshot, dict[str, Any]]
         progress=bar.bytes_factory(args.deep and bar.wanted(args)),
     )
     return snap, {"environment": target.prefix, "node": snap.node, "prefix": snap.prefix}
+
+
+def _is_snapshot_file(path: str) -> bool:
+    """PATH is read as a snapshot: a file that is no interpreter, or what exists and is
+    neither a file nor a directory (a device, a FIFO: refused by ``read_snapshot`` in one
+    line, never run as an interpreter nor read)."""
+    if os.path.isfile(path):
+        return not _is_interpreter(path)
+    return os.path.exists(path) and not os.path.isdir(path)
 
 
 def _is_interpreter(path: str) -> bool:

@@ -70,13 +70,23 @@ def run(args: argparse.Namespace) -> int:
         progress=bar.bytes_factory(args.deep and bar.wanted(args)),
     )
     if args.output:
-        write_snapshot(snap, args.output.replace("{node}", node))
+        write_snapshot(snap, args.output.replace("{node}", _file_name(node, args.output)))
     elif args.framed:
         task = os.environ.get("SLURM_PROCID") or str(os.getpid())
         write_lines(frame(task, node, encode(snap, gzipped=True)))
     else:
         write_bytes(encode(snap))
     return common.EXIT_OK
+
+
+def _file_name(node: str, output: str) -> str:
+    """NODE as one file name in OUTPUT's ``{node}``: a name (``$SLURMD_NODENAME`` is
+    another program's) with a ``/`` or a ``..`` would put the file elsewhere."""
+    from libdoctor.errors import LibdoctorError
+
+    if "{node}" in output and ("/" in node or "\0" in node or node in ("", ".", "..")):
+        raise LibdoctorError(f"the node name {node!r} cannot be a file name in {output}")
+    return node
 
 
 def write_bytes(data: bytes) -> None:

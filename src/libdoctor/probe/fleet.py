@@ -17,7 +17,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from libdoctor.analysis.snapshot import Snapshot, SnapshotError, decode, read_snapshot, unframe
+from libdoctor.analysis.snapshot import (
+    FRAME_LINE,
+    Snapshot,
+    SnapshotError,
+    decode,
+    read_snapshot,
+    unframe,
+)
 from libdoctor.errors import LibdoctorError
 
 
@@ -84,7 +91,6 @@ def slurm_snapshots(
     environ: Mapping[str, str] | None = None,
 ) -> Gathered:
     """Run srun over the allocation and collect one snapshot per task."""
-    import subprocess
     import tempfile
 
     where = None
@@ -95,24 +101,39 @@ def slurm_snapshots(
             raise LibdoctorError(f"--shared-dir {shared_dir}: {exc.strerror or exc}") from None
     out = os.path.join(where, "{node}.json.gz") if where is not None else None
     argv = srun_argv(srun_args, target, deep=deep, out=out)
-    try:
-        done = subprocess.run(
-            argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, env=environ, check=False
-        )
-    except OSError as exc:
-        raise LibdoctorError(f"cannot run srun: {exc.strerror or exc}") from None
+    returncode, frames = _run_srun(argv, environ)
     if where is not None:
         names = sorted(n for n in os.listdir(where) if n.endswith(".json.gz"))
         gathered = from_files([os.path.join(where, n) for n in names])
     else:
-        frames = unframe(done.stdout.decode("utf-8", "replace"))
         gathered = Gathered(tuple((node, decode(data, f"node {node}")) for node, data in frames))
     if not gathered.snapshots:
-        raise LibdoctorError(f"srun exited {done.returncode} and no node sent a snapshot")
-    if done.returncode != 0:
-        why = f"srun exited {done.returncode}"
+        raise LibdoctorError(f"srun exited {returncode} and no node sent a snapshot")
+    if returncode != 0:
+        why = f"srun exited {returncode}"
         return Gathered(gathered.snapshots, (("(some nodes)", why),))
     return gathered
+
+
+def _run_srun(
+    argv: Sequence[str], environ: Mapping[str, str] | None
+) -> tuple[int, list[tuple[str, bytes]]]:
+    """srun's exit code and the frames on its stdout, read as they come: only frame lines
+    are kept (``unframe``), and a line longer than a frame's is skipped unread, so what the
+    nodes print beside their snapshots (a flood, a line without end) costs no memory."""
+    import subprocess
+
+    from libdoctor.bounded import lines
+
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, env=environ)
+    except OSError as exc:
+        raise LibdoctorError(f"cannot run srun: {exc.strerror or exc}") from None
+    with proc:
+        assert proc.stdout is not None
+        text = (line.decode("utf-8", "replace") for line in lines(proc.stdout, FRAME_LINE))
+        frames = unframe(text)
+    return proc.returncode, frames
 
 
 # --------------------------------------------------------------------------- Ray
@@ -186,6 +207,8 @@ def _gather_ray(
     for label, ref in refs.items():
         try:
             data = ray.get(ref, timeout=TASK_TIMEOUT)
+            if not isinstance(data, bytes):
+                raise SnapshotError(f"node {label} sent {type(data).__name__}, not a snapshot")
             snapshots.append((label, decode(data, f"node {label}")))
         except SnapshotError as exc:
             failed.append((label, str(exc)))

@@ -28,6 +28,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from libdoctor.bounded import read_file
 from libdoctor.environment.installers import INSTALLER_DROPPINGS
 from libdoctor.environment.record import parse_record
 from libdoctor.repair.journal import BackupInfo, Entry
@@ -88,9 +89,8 @@ def _is_dist_info(path: str, entry: Entry) -> bool:
 
 
 def _record_paths(record: str, site: str) -> list[str]:
-    try:
-        with open(record, "rb") as handle:
-            entries = parse_record(handle.read()).entries
+    try:  # bounded: a RECORD that is a link to /dev/zero, or gigabytes, names nothing
+        entries = parse_record(read_file(record)).entries
     except (OSError, ValueError):
         return []
     return [os.path.normpath(os.path.join(site, e.path)) for e in entries if e.path]

@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
+from libdoctor.environment.installers import Notify
 from libdoctor.environment.model import is_inside
 from libdoctor.environment.process import checkpoint
 from libdoctor.errors import LibdoctorError
@@ -29,6 +30,7 @@ from libdoctor.repair.attribution import records_written
 from libdoctor.repair.journal import (
     AFTER,
     CHUNK,
+    COPIES,
     JOURNAL,
     LISTING,
     BackupInfo,
@@ -40,9 +42,10 @@ from libdoctor.repair.journal import (
     file_sha256,
     fsync_dir,
     info_to_json,
-    interrupted,
     list_tree,
     now,
+    scan_backups,
+    skipped_note,
     write_json,
 )
 from libdoctor.repair.lock import Lock
@@ -80,7 +83,8 @@ def _copy_out(src: str, dest: str) -> str:
 
 def _copy_bytes(src: str, dest: str) -> str:
     digest = hashlib.sha256()
-    with open(src, "rb") as reader, open(dest, "xb") as writer:
+    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)  # a file a moment ago
+    with os.fdopen(fd, "rb") as reader, open(dest, "xb") as writer:
         while chunk := reader.read(CHUNK):
             digest.update(chunk)
             writer.write(chunk)
@@ -130,7 +134,7 @@ class BackupSession:
     Not a value: it owns the journal on disk and keeps it in step with every change.
     """
 
-    def __init__(self, root: str, prefix: str, command: str) -> None:
+    def __init__(self, root: str, prefix: str, command: str, notify: Notify | None = None) -> None:
         prefix = os.path.abspath(prefix)
         root = os.path.abspath(root)
         refused = write_refusal(prefix, None)
@@ -140,7 +144,10 @@ class BackupSession:
             raise LibdoctorError(f"the backup directory {root} must not be inside {prefix}")
         self._lock = Lock(prefix)
         try:
-            pending = interrupted(root, prefix)
+            found, damaged = scan_backups(root)
+            if damaged and notify is not None:
+                notify(skipped_note(damaged))  # it may be PREFIX's: nobody can restore it
+            pending = [b for b in found if b.prefix == prefix and b.needs_restore]
             if pending:
                 raise LibdoctorError(
                     f"an interrupted repair left backup {pending[-1].id} of {prefix} "
@@ -149,7 +156,7 @@ class BackupSession:
             self._guard = Guard(prefix)
             backup_id = _new_id()
             self.path = os.path.join(root, backup_id)
-            os.makedirs(os.path.join(self.path, "files"))
+            os.makedirs(os.path.join(self.path, COPIES))
             os.makedirs(os.path.join(self.path, "tmp"))
             self.listing = list_tree(prefix, skip=root)
             write_json(
@@ -206,7 +213,7 @@ class BackupSession:
                     path, "symlink", None, os.readlink(path), 0, st.st_mtime_ns, 0, None, original
                 )
             elif kind == "file":
-                copy = os.path.join("files", f"{len(files):06d}")
+                copy = f"{COPIES}/{len(files):06d}"
                 digest = _copy_out(path, os.path.join(self.path, copy))
                 saved = SavedFile(
                     path,
@@ -227,9 +234,14 @@ class BackupSession:
             files.append(saved)
             count += 1
         if count:
-            fsync_dir(os.path.join(self.path, "files"))
+            fsync_dir(os.path.join(self.path, COPIES))
         self.info = replace(self.info, files=tuple(files))
         return count
+
+    def _inside(self, path: str) -> bool:
+        """A path the journal may name as the run's: below the prefix (a RECORD may name
+        ``../../../../etc/x``; a restore never goes there)."""
+        return path != self.info.prefix and is_inside(path, self.info.prefix)
 
     def begin(self, argv: Sequence[str], saved: int) -> None:
         """Journal the step as running, with the time it starts: written and fsync'd before
@@ -255,7 +267,7 @@ class BackupSession:
             returncode=returncode,
             message=message,
             ended_ns=time.time_ns(),
-            wrote=(*records_written(self.listing), *own),
+            wrote=tuple(p for p in (*records_written(self.listing), *own) if self._inside(p)),
         )
         self.info = replace(self.info, steps=(*done, last))
         self._write()

@@ -21,12 +21,14 @@ import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from libdoctor.environment.installers import Notify
 from libdoctor.environment.model import is_inside
+from libdoctor.environment.process import checkpoint
 from libdoctor.errors import LibdoctorError
 from libdoctor.repair.backup import BackupSession
 from libdoctor.stack.caches import CacheScan, Entry, kind_named
 
-__all__ = ["Cleared", "clear", "refusals", "select"]
+__all__ = ["Cleared", "clear", "refusals", "refuse", "select"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +158,7 @@ def _remove(entry: Entry, root: str) -> None:
 
 
 def _clear_root(
-    scan: CacheScan, entries: list[Entry], backups: str | None, command: str
+    scan: CacheScan, entries: list[Entry], backups: str | None, command: str, notify: Notify
 ) -> Cleared:
     kept: list[str] = []
     removed_dirs: list[str] = []
@@ -176,11 +178,13 @@ def _clear_root(
         for entry in entries:
             _remove(entry, scan.root)
         return cleared
-    session = BackupSession(backups, scan.root, command)
+    session = BackupSession(backups, scan.root, command, notify)
     try:
         saved = session.save(kept)
         session.begin(("libdoctor", "caches", "clear", scan.kind), saved)
-        for entry in entries:
+        for number, entry in enumerate(entries):
+            if number == len(entries) // 2:
+                checkpoint("mid-clear")
             _remove(entry, scan.root)
         session.end(0, own=removed_dirs)
     except BaseException:
@@ -192,12 +196,25 @@ def _clear_root(
     )
 
 
-def clear(
-    selection: Selection, *, backups: str | None, command: str, environ: Mapping[str, str]
-) -> list[Cleared]:
-    """Remove the selected entries, root by root, each root's removal one backup (unless
-    BACKUPS is None). Refused as a whole, before anything changes, by ``refusals``."""
+def refuse(selection: Selection, environ: Mapping[str, str]) -> None:
+    """The one-line error ``clear`` stops with before anything changes (a dry run too: it
+    answers what the real run would)."""
     why = refusals(selection, environ)
     if why:
         raise LibdoctorError("refused, nothing was removed: " + "; ".join(why[:5]))
-    return [_clear_root(scan, entries, backups, command) for scan, entries in selection]
+
+
+def clear(
+    selection: Selection,
+    *,
+    backups: str | None,
+    command: str,
+    environ: Mapping[str, str],
+    notify: Notify | None = None,
+) -> list[Cleared]:
+    """Remove the selected entries, root by root, each root's removal one backup (unless
+    BACKUPS is None). Refused as a whole, before anything changes, by ``refusals``.
+    NOTIFY: told of damaged backups skipped (one line)."""
+    refuse(selection, environ)
+    say = notify or (lambda _text: None)
+    return [_clear_root(scan, entries, backups, command, say) for scan, entries in selection]

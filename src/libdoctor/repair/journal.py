@@ -14,11 +14,12 @@ import json
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args
 
 from libdoctor import __version__
+from libdoctor.bounded import read_json
 from libdoctor.environment.model import is_inside
 from libdoctor.errors import LibdoctorError
 
@@ -38,6 +39,7 @@ __all__ = [
     "load_listing",
     "locate",
     "scan_backups",
+    "skipped_note",
 ]
 
 
@@ -223,14 +225,14 @@ def load(path: str) -> BackupInfo:
     """Read one backup's journal; a one-line LibdoctorError when it is not a backup, naming
     the field when a value is of the wrong type or out of range (a hand-edited journal)."""
     try:
-        with open(os.path.join(path, JOURNAL), encoding="ascii") as handle:
-            doc = json.load(handle)
+        doc = read_json(os.path.join(path, JOURNAL))
     except (OSError, ValueError) as exc:
-        raise LibdoctorError(f"{path} is not a readable libdoctor backup: {exc}") from None
+        raise LibdoctorError(f"{path} is not a readable libdoctor backup: {_why(exc)}") from None
     if not isinstance(doc, dict):
         raise LibdoctorError(f"{path} is not a readable libdoctor backup: not a JSON object")
-    if doc.get("schema_version") != SCHEMA_VERSION:
-        raise LibdoctorError(f"{path}: journal schema {doc.get('schema_version')!r} unknown")
+    version = doc.get("schema_version")
+    if type(version) is not int or version != SCHEMA_VERSION:  # true == 1 in Python
+        raise LibdoctorError(f"{path}: journal schema {_shown(version)} unknown")
     try:
         return _info(path, Fields(doc, ""))
     except DamagedField as exc:
@@ -238,20 +240,21 @@ def load(path: str) -> BackupInfo:
 
 
 def _info(path: str, doc: Fields) -> BackupInfo:
+    prefix = doc.absolute("prefix")
     return BackupInfo(
         id=doc.text("id"),
         path=path,
-        prefix=doc.absolute("prefix"),
+        prefix=prefix,
         created=doc.text("created"),
         command=doc.text("command"),
         state=doc.choice("state", BACKUP_STATES),  # type: ignore[arg-type]
-        steps=tuple(_step(step) for step in doc.items("steps")),
-        files=tuple(_saved(item) for item in doc.items("files")),
+        steps=tuple(_step(step, prefix) for step in doc.items("steps")),
+        files=tuple(_saved(item, prefix) for item in doc.items("files")),
         history=tuple(h.raw for h in doc.items("history", optional=True)),
     )
 
 
-def _step(step: Fields) -> StepRecord:
+def _step(step: Fields, prefix: str) -> StepRecord:
     return StepRecord(
         argv=step.texts("argv"),
         state=step.choice("state", STEP_STATES),  # type: ignore[arg-type]
@@ -261,14 +264,16 @@ def _step(step: Fields) -> StepRecord:
         pid=step.integer("pid", 1, (1 << 31) - 1, optional=True),
         started_ns=step.integer("started_ns", 0, _MAX_INT, optional=True),
         ended_ns=step.integer("ended_ns", 0, _MAX_INT, optional=True),
-        wrote=step.absolutes("wrote"),
+        # What the RECORDs named outside the prefix is no path of the run's: dropped (an
+        # older libdoctor journaled them; nothing of a restore goes there).
+        wrote=tuple(p for p in step.absolutes("wrote") if is_inside(p, prefix) and p != prefix),
     )
 
 
-def _saved(item: Fields) -> SavedFile:
+def _saved(item: Fields, prefix: str) -> SavedFile:
     kind = item.choice("kind", ("file", "symlink"))
     return SavedFile(
-        path=item.absolute("path"),
+        path=item.absolute("path", under=prefix),
         kind=kind,  # type: ignore[arg-type]
         copy=item.copy_name("copy", required=kind == "file"),
         link=item.text("link") if kind == "symlink" else item.optional_text("link"),
@@ -282,24 +287,24 @@ def _saved(item: Fields) -> SavedFile:
     )
 
 
-def load_listing(path: str) -> dict[str, Entry]:
-    """Read one backup's prefix listing; a one-line LibdoctorError naming a damaged field."""
+def load_listing(path: str, prefix: str) -> dict[str, Entry]:
+    """Read one backup's listing of PREFIX; a one-line LibdoctorError naming a damaged field
+    (an entry outside PREFIX among them)."""
     try:
-        with open(os.path.join(path, LISTING), encoding="ascii") as handle:
-            raw = json.load(handle)
+        raw = read_json(os.path.join(path, LISTING))
     except (OSError, ValueError) as exc:
-        raise LibdoctorError(f"{path}: the prefix listing is unreadable: {exc}") from None
+        raise LibdoctorError(f"{path}: the prefix listing is unreadable: {_why(exc)}") from None
     try:
         entries = Fields(raw if isinstance(raw, dict) else {}, "").mapping("entries")
-        return {name: _entry(name, value) for name, value in entries.items()}
+        return {name: _entry(name, value, prefix) for name, value in entries.items()}
     except DamagedField as exc:
         raise LibdoctorError(f"{path}: damaged prefix listing: {exc}") from None
 
 
-def _entry(name: str, value: object) -> Entry:
-    where = f"entries[{name!r}]"
-    if not os.path.isabs(name):
-        raise DamagedField(f"{where}: the path is not absolute")
+def _entry(name: str, value: object, prefix: str) -> Entry:
+    where = f"entries[{_shown(name)}]"
+    if not is_path(name, prefix):
+        raise DamagedField(f"{where}: not a normalized absolute path inside {prefix}")
     if not isinstance(value, list) or len(value) not in (4, 6):
         raise DamagedField(
             f"{where} is {_shown(value)}, expected [kind, mode, size, mtime_ns, uid, gid]"
@@ -316,28 +321,45 @@ def _entry(name: str, value: object) -> Entry:
     )
 
 
-def load_after(path: str, listing: Mapping[str, Entry]) -> dict[str, Entry] | None:
+def load_after(path: str, listing: Mapping[str, Entry], prefix: str) -> dict[str, Entry] | None:
     """The prefix as a finished run left it (LISTING with the differences it recorded as it
     ended), or None: a run that never finished."""
     where = os.path.join(path, AFTER)
     if not os.path.exists(where):
         return None
     try:
-        with open(where, encoding="ascii") as handle:
-            raw = json.load(handle)
+        raw = read_json(where)
         doc = Fields(raw if isinstance(raw, dict) else {}, "")
         removed = set(doc.absolutes("removed"))
         after = {p: e for p, e in listing.items() if p not in removed}
-        after.update({n: _entry(n, v) for n, v in doc.mapping("changed").items()})
+        after.update({n: _entry(n, v, prefix) for n, v in doc.mapping("changed").items()})
     except (OSError, ValueError) as exc:
-        raise LibdoctorError(f"{path}: the run's closing listing is unreadable: {exc}") from None
+        why = _why(exc)
+        raise LibdoctorError(f"{path}: the run's closing listing is unreadable: {why}") from None
     return after
+
+
+def _why(exc: OSError | ValueError) -> str:
+    """An exception as the tail of one line: an OSError by its reason, not its repr."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror} ({exc.filename})" if exc.filename else exc.strerror
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 # --------------------------------------------------------------------------- field checks
 
 _MAX_INT = (1 << 63) - 1  # what os.utime, os.chmod and st_size take without OverflowError
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+COPIES = "files"  # the copies' directory in a backup: files/000000, files/000001, ...
+_COPY = re.compile(rf"{COPIES}/[0-9]{{6,12}}")
+
+
+def is_path(value: str, under: str | None = None) -> bool:
+    """VALUE is a path a journal may name: absolute, normalized, no NUL; with UNDER, inside
+    it (UNDER itself included)."""
+    if "\0" in value or not os.path.isabs(value) or os.path.normpath(value) != value:
+        return False
+    return under is None or is_inside(value, under)
 
 
 class DamagedField(ValueError):
@@ -384,17 +406,20 @@ class Fields:
             raise self._bad(key, value, "a string or null")
         return value
 
-    def absolute(self, key: str) -> str:
+    def absolute(self, key: str, under: str | None = None) -> str:
+        """A normalized absolute path (no ``..``, no ``//``); with UNDER, inside it."""
         value = self.text(key)
-        if not os.path.isabs(value):
-            raise self._bad(key, value, "an absolute path")
+        if not is_path(value, under):
+            where = f" inside {under}" if under else ""
+            raise self._bad(key, value, f"a normalized absolute path{where}")
         return value
 
     def copy_name(self, key: str, *, required: bool) -> str | None:
-        """A copy's name inside the backup directory: relative, never climbing out of it."""
+        """A copy's name inside the backup directory: ``files/`` and its number, nothing
+        else (no other directory, no climbing out)."""
         value = self.text(key) if required else self.optional_text(key)
-        if value is not None and (os.path.isabs(value) or ".." in value.split("/")):
-            raise self._bad(key, value, "a path inside the backup (files/NNNNNN)")
+        if value is not None and not _COPY.fullmatch(value):
+            raise self._bad(key, value, "a copy inside the backup (files/NNNNNN)")
         return value
 
     def sha256(self, key: str, *, required: bool) -> str | None:
@@ -437,9 +462,7 @@ class Fields:
     def absolutes(self, key: str) -> tuple[str, ...]:
         """An optional list of absolute paths (empty when absent)."""
         value = self._get(key, "a list of absolute paths", [])
-        if not isinstance(value, list) or not all(
-            isinstance(v, str) and os.path.isabs(v) and "\0" not in v for v in value
-        ):
+        if not isinstance(value, list) or not all(isinstance(v, str) and is_path(v) for v in value):
             raise self._bad(key, value, "a list of absolute paths")
         return tuple(value)
 
@@ -491,13 +514,21 @@ def interrupted(root: str, prefix: str) -> list[BackupInfo]:
     return [b for b in list_backups(root) if b.prefix == prefix and b.needs_restore]
 
 
+def skipped_note(damaged: Sequence[str]) -> str:
+    """One line for the damaged backups a scan skipped (each reason is one line)."""
+    more = f" (and {len(damaged) - 1} more: libdoctor restore --list)" if len(damaged) > 1 else ""
+    return f"skipped a damaged backup, {damaged[0]}{more}"
+
+
 def locate(root: str, name: str | None) -> BackupInfo:
     """A backup by id or directory; without one, the latest that needs restoring."""
     if name is None:
-        pending = [b for b in list_backups(root) if b.needs_restore]
+        found, damaged = scan_backups(root)
+        pending = [b for b in found if b.needs_restore]
         if not pending:
+            skipped = f" ({len(damaged)} damaged backup(s) skipped)" if damaged else ""
             raise LibdoctorError(
-                f"no interrupted repair to restore in {root}; name a backup "
+                f"no interrupted repair to restore in {root}{skipped}; name a backup "
                 "(libdoctor restore --list)"
             )
         return pending[-1]

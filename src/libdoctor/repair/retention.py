@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from libdoctor.errors import LibdoctorError
-from libdoctor.repair.journal import BackupInfo, list_backups
+from libdoctor.repair.journal import BackupInfo, list_backups, scan_backups
 
 __all__ = ["DEFAULT_KEEP", "Usage", "keep_count", "prune", "remove", "usage"]
 
@@ -84,8 +84,13 @@ def _beyond(infos: Sequence[BackupInfo], keep: int) -> list[BackupInfo]:
 
 def remove(root: str, backup: str, *, force: bool = False) -> BackupInfo:
     """Remove one backup by id; one a restore still needs only with FORCE."""
-    match = [i for i in list_backups(root) if i.id == backup]
+    found, damaged = scan_backups(root)
+    match = [i for i in found if i.id == backup]
     if not match:
+        path = os.path.join(root, backup)
+        mine = [why for why in damaged if why.startswith((f"{path} ", f"{path}:"))]
+        if mine and os.sep not in backup:
+            raise LibdoctorError(f"backup {backup} is damaged, not removed: {mine[0]}")
         raise LibdoctorError(f"no backup {backup!r} in {root} (libdoctor backups list)")
     (info,) = match
     if info.needs_restore and not force:

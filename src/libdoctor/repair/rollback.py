@@ -19,6 +19,7 @@ import shutil
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import BinaryIO
 
 from libdoctor.environment.model import is_inside
 from libdoctor.environment.process import checkpoint, still_running
@@ -44,6 +45,9 @@ from libdoctor.repair.scope import write_refusal
 
 __all__ = ["Guard", "RestoreResult", "restore", "rollback"]
 
+# The states of a backup whose prefix was put back to its listing, verified.
+PUT_BACK: tuple[BackupState, ...] = ("restored", "rolled-back")
+
 
 @dataclass(frozen=True, slots=True)
 class RestoreResult:
@@ -58,6 +62,11 @@ class RestoreResult:
     changed_later: tuple[str, ...] = ()  # the run's paths someone changed after it ended
     refused: bool = False  # CHANGED_LATER is not empty and the restore was not confirmed
     displaced: str | None = None  # where the later versions it replaced were kept
+    already: bool = False  # restored (or rolled back) before, and nothing changed since
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not (self.removed or self.restored or self.recreated or self.changed_later)
 
     @property
     def ok(self) -> bool:
@@ -100,19 +109,23 @@ def refuse_running_installer(info: BackupInfo) -> None:
 def restore(info: BackupInfo, *, dry_run: bool = False, yes: bool = False) -> RestoreResult:
     """Put back what INFO's run changed, as it was when its listing was taken; what else
     changed is left alone. When someone changed the run's own paths after it ended, only
-    with YES (those later versions are kept in the backup's ``displaced/``)."""
+    with YES (those later versions are kept in the backup's ``displaced/``). A backup put
+    back before (restored, rolled back) is judged against the listing it was put back to:
+    untouched since, it is "already restored"; changed since, those changes need YES."""
     refused = write_refusal(info.prefix, None)
     if refused is not None:
         raise LibdoctorError(refused)
-    listing = load_listing(info.path)
-    after = load_after(info.path, listing)
+    listing = load_listing(info.path, info.prefix)
+    after = listing if info.state in PUT_BACK else load_after(info.path, listing, info.prefix)
     if not os.path.isdir(info.prefix):
         raise LibdoctorError(f"the backed-up prefix {info.prefix} no longer exists")
     if dry_run:
-        return rollback(info, listing, after=after, dry_run=True)
+        return _already(info, rollback(info, listing, after=after, dry_run=True))
     with locked(info.prefix):
         refuse_running_installer(info)
-        preview = rollback(info, listing, after=after, dry_run=True)
+        preview = _already(info, rollback(info, listing, after=after, dry_run=True))
+        if preview.already:
+            return replace(preview, dry_run=False)
         if preview.changed_later and not yes:
             return replace(preview, refused=True)
         kept = _displace(info.path, preview.changed_later)
@@ -122,6 +135,14 @@ def restore(info: BackupInfo, *, dry_run: bool = False, yes: bool = False) -> Re
         updated = replace(info, state=state, history=(*info.history, event))
         write_json(os.path.join(info.path, JOURNAL), info_to_json(updated))
     return replace(result, backup=updated)
+
+
+def _already(info: BackupInfo, preview: RestoreResult) -> RestoreResult:
+    """PREVIEW (a dry run) marked ``already`` when INFO was put back before and nothing of
+    the run's own has changed since."""
+    if info.state in PUT_BACK and preview.nothing_to_do:
+        return replace(preview, already=True)
+    return preview
 
 
 def _displace(backup_dir: str, paths: Sequence[str]) -> str | None:
@@ -297,8 +318,10 @@ def _restore_directory_times(prefix: str, listing: Mapping[str, Entry], guard: G
         if entry.kind != "dir" or not (path == prefix or guard.allows(path)):
             continue
         with contextlib.suppress(OSError):
-            _chown(path, entry.uid, entry.gid)
             st = os.lstat(path)
+            if not stat.S_ISDIR(st.st_mode):
+                continue  # a symlink now (chmod would follow it out of the prefix), or a file
+            _chown(path, entry.uid, entry.gid)
             if stat.S_IMODE(st.st_mode) != entry.mode:
                 os.chmod(path, entry.mode)
             if st.st_mtime_ns != entry.mtime_ns:
@@ -323,7 +346,34 @@ def _matches(path: str, item: SavedFile) -> bool:
 
 
 class DamagedCopy(Exception):
-    """A backup copy whose bytes are not the ones its journal recorded (truncated, edited)."""
+    """A backup copy whose bytes are not the ones its journal recorded (truncated, edited),
+    or that is no file of the backup's (a symlink, a device)."""
+
+
+def open_copy(backup_dir: str, copy: str) -> BinaryIO:
+    """The copy COPY (``files/NNNNNN``, as the journal checked it) of BACKUP_DIR, opened
+    without following a symlink at ``files`` or at the copy itself: a copy swapped for a
+    link to another file is refused, never read. The hash is then checked on what is read
+    from this very file."""
+    directory, name = copy.split("/")
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        dir_fd = os.open(os.path.join(backup_dir, directory), flags | os.O_DIRECTORY)
+    except OSError as exc:
+        link = os.path.islink(os.path.join(backup_dir, directory))
+        why = "a symlink, not followed" if link else exc.strerror
+        raise DamagedCopy(f"the backup's {directory}/ is {why}") from None
+    try:
+        fd = os.open(name, flags | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError as exc:
+        why = "a symlink, not followed" if exc.errno == errno.ELOOP else exc.strerror
+        raise DamagedCopy(f"the backup copy {copy} is {why}") from None
+    finally:
+        os.close(dir_fd)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise DamagedCopy(f"the backup copy {copy} is not a regular file")
+    return os.fdopen(fd, "rb")
 
 
 def _put_back(backup_dir: str, item: SavedFile) -> None:
@@ -331,23 +381,20 @@ def _put_back(backup_dir: str, item: SavedFile) -> None:
     then rename over it: never a half-written file, never a damaged copy."""
     path = item.path
     parent = os.path.dirname(path)
-    with contextlib.suppress(FileNotFoundError):
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
     tmp = os.path.join(parent, f"{RESTORE_TEMP}{secrets.token_hex(4)}")
     try:
         if item.kind == "symlink":
             assert item.link is not None
             os.symlink(item.link, tmp)
             _chown(tmp, item.uid, item.gid)
-            os.replace(tmp, path)
+            _replace(tmp, path)
             with contextlib.suppress(OSError, NotImplementedError):
                 os.utime(path, ns=(item.mtime_ns, item.mtime_ns), follow_symlinks=False)
             return
         assert item.copy is not None
         digest = hashlib.sha256()
         size = 0
-        with open(os.path.join(backup_dir, item.copy), "rb") as reader, open(tmp, "xb") as writer:
+        with open_copy(backup_dir, item.copy) as reader, open(tmp, "xb") as writer:
             while chunk := reader.read(CHUNK):
                 digest.update(chunk)
                 size += len(chunk)
@@ -365,11 +412,20 @@ def _put_back(backup_dir: str, item: SavedFile) -> None:
         _chown(tmp, item.uid, item.gid)
         os.chmod(tmp, item.mode)
         os.utime(tmp, ns=(item.mtime_ns, item.mtime_ns))
-        os.replace(tmp, path)
+        _replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _replace(tmp: str, path: str) -> None:
+    """TMP (checked) over PATH; a directory at PATH now (a file's place, taken since) goes
+    first: only once the copy is known good."""
+    with contextlib.suppress(FileNotFoundError):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+    os.replace(tmp, path)
 
 
 def _verify(

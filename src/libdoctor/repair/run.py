@@ -181,7 +181,7 @@ def run_steps(
     say = notify or (lambda _text: None)
     with terminated_by_signal():
         try:
-            session = BackupSession(backups, target.prefix, command)
+            session = BackupSession(backups, target.prefix, command, notify=say)
         except Terminated:
             raise LibdoctorError("interrupted by SIGTERM: nothing was changed") from None
         try:

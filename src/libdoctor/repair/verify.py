@@ -12,10 +12,12 @@ from __future__ import annotations
 import os
 import re
 import zipfile
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from libdoctor.bounded import MAX_SMALL_FILE_BYTES
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, canonicalize_name
 from libdoctor.environment.metadata import script_names
@@ -95,9 +97,14 @@ def _scripts(wheel: WheelFile, bindir: str) -> set[str]:
     """The console and GUI scripts the installer generates from the wheel's entry points
     (entry_points.txt read as importlib.metadata reads it, as pip does)."""
     try:
-        with zipfile.ZipFile(wheel.path) as archive:
-            data = archive.read(f"{wheel.dist_info}/entry_points.txt")
-    except (KeyError, OSError, zipfile.BadZipFile):
+        with (
+            zipfile.ZipFile(wheel.path) as archive,
+            archive.open(f"{wheel.dist_info}/entry_points.txt") as member,
+        ):
+            data = member.read(MAX_SMALL_FILE_BYTES + 1)  # inflated up to the limit, no more
+    except (KeyError, OSError, ValueError, zipfile.BadZipFile, zlib.error):
+        return set()
+    if len(data) > MAX_SMALL_FILE_BYTES:
         return set()
     return {os.path.join(bindir, name) for name in script_names(data.decode("utf-8", "replace"))}
 

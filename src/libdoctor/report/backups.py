@@ -16,9 +16,12 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
-def list_text(root: str, rows: Sequence[tuple[BackupInfo, Usage]], keep: int) -> str:
+def list_text(
+    root: str, rows: Sequence[tuple[BackupInfo, Usage]], keep: int, damaged: Sequence[str] = ()
+) -> str:
+    """DAMAGED: why each backup that could not be read was skipped (one line each)."""
     if not rows:
-        return f"No backups in {display(root)}\n"
+        return f"No backups in {display(root)}\n" + _skipped(damaged)
     lines = [f"Backups in {display(root)} (the newest {keep} per target are kept):"]
     for info, cost in rows:
         lines.append(
@@ -28,10 +31,19 @@ def list_text(root: str, rows: Sequence[tuple[BackupInfo, Usage]], keep: int) ->
         lines.append(f"      {display(info.command)}")
     total = sum(c.own for _, c in rows)
     lines.append(f"{len(rows)} backups, {_mb(total)} of their own")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + _skipped(damaged)
 
 
-def list_json(root: str, rows: Sequence[tuple[BackupInfo, Usage]], keep: int) -> str:
+def _skipped(damaged: Sequence[str]) -> str:
+    if not damaged:
+        return ""
+    lines = [f"Skipped {len(damaged)} damaged backup(s), not listed:"]
+    return "\n".join([*lines, *(f"  {display(why)}" for why in damaged)]) + "\n"
+
+
+def list_json(
+    root: str, rows: Sequence[tuple[BackupInfo, Usage]], keep: int, damaged: Sequence[str] = ()
+) -> str:
     document: dict[str, Any] = {
         "schema_version": 1,
         "root": display(root),
@@ -49,6 +61,7 @@ def list_json(root: str, rows: Sequence[tuple[BackupInfo, Usage]], keep: int) ->
             }
             for info, cost in rows
         ],
+        "skipped": [display(why) for why in damaged],
     }
     return json.dumps(document, indent=2) + "\n"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,10 +15,25 @@ from libdoctor.analysis.diff import (
     VersionChange,
 )
 from libdoctor.analysis.snapshot import PORTABLE, FileRow, LibraryRecord, finding_document
+from libdoctor.environment.paths import display
 from libdoctor.report.json import dumps
 
 Change = VersionChange | FileChange | FieldChange | LibraryChange | FindingChange
 _FILES_SHOWN = 5  # per distribution, without --verbose
+# What a terminal acts on rather than shows: C0 and C1 controls (ESC starts a sequence that
+# can retitle the window or clear the screen), DEL, and the bidirectional overrides.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def inert(text: str) -> str:
+    """One line of a snapshot's text (a node name, a path) safe to print: each control
+    character as ``\\xNN`` (``\\u202e``), undecodable bytes as ``display`` shows them."""
+    return _CONTROL.sub(_escape, display(text))
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def version_line(change: VersionChange) -> str:
@@ -144,12 +160,15 @@ def change_lines(d: Diff, *, verbose: bool = False) -> list[str]:
 
 
 def diff_text(d: Diff, labels: tuple[str, str], *, verbose: bool = False) -> str:
+    """Every line inert: the labels name nodes and paths a snapshot file carries, the
+    changes its distributions' names and paths."""
     head = [f"A: {labels[0]}", f"B: {labels[1]}", ""]
     if d.empty:
-        return "\n".join([*head, "no differences"]) + "\n"
+        return "\n".join(inert(line) for line in [*head, "no differences"]) + "\n"
     count = d.count()
     tail = ["", f"{count} difference{'s' if count != 1 else ''}"]
-    return "\n".join([*head, *change_lines(d, verbose=verbose), *tail]) + "\n"
+    lines = [*head, *change_lines(d, verbose=verbose), *tail]
+    return "\n".join(inert(line) for line in lines) + "\n"
 
 
 # --------------------------------------------------------------------------- JSON

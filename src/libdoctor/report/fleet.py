@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from libdoctor.analysis.diff import Diff, FleetComparison
-from libdoctor.report.diff import change_lines, diff_dict
+from libdoctor.report.diff import change_lines, diff_dict, inert
 from libdoctor.report.json import dumps
 
 _NODES_SHOWN = 6
@@ -15,7 +15,7 @@ _LINES_SHOWN = 20  # per group: the report stays one screen; `libdoctor diff` te
 
 
 def _nodes(nodes: Sequence[str]) -> str:
-    shown = ", ".join(nodes[:_NODES_SHOWN])
+    shown = ", ".join(inert(node) for node in nodes[:_NODES_SHOWN])
     more = len(nodes) - _NODES_SHOWN
     return (
         shown
@@ -39,18 +39,20 @@ def summary(d: Diff) -> str:
 
 
 def fleet_text(fleet: FleetComparison, failed: Sequence[tuple[str, str]] = ()) -> str:
+    """Node names are what each snapshot says its node is: made inert where they are
+    written (``inert``), as are the changes' lines; the table aligns what is printed."""
     total = sum(len(g.nodes) for g in fleet.groups)
     why = "the majority" if fleet.chosen_by == "majority" else "--reference"
     rows = [(_nodes(g.nodes), summary(g.diff)) for g in fleet.groups if g.diff.empty]
     rows += [(_nodes(g.nodes), summary(g.diff)) for g in fleet.differing]
-    rows += [(node, f"no snapshot: {reason}") for node, reason in failed]
+    rows += [(inert(node), inert(f"no snapshot: {reason}")) for node, reason in failed]
     width = max(len("NODES"), *(len(n) for n, _ in rows))
-    lines = [f"{total} nodes; reference: {fleet.reference} ({why})", ""]
+    lines = [f"{total} nodes; reference: {inert(fleet.reference)} ({why})", ""]
     lines += [f"{'NODES':<{width}}  DIFFERENCES"] + [f"{n:<{width}}  {d}" for n, d in rows]
     for group in fleet.differing:
         changes = change_lines(group.diff)
         lines += ["", f"{_nodes(group.nodes)}:"]
-        lines += [f"  {line}" for line in changes[:_LINES_SHOWN]]
+        lines += [f"  {inert(line)}" for line in changes[:_LINES_SHOWN]]
         if len(changes) > _LINES_SHOWN:
             more = len(changes) - _LINES_SHOWN
             lines.append(f"  … {more} more lines (`libdoctor diff` of two snapshots lists all)")

@@ -73,6 +73,7 @@ def result_dict(result: RestoreResult) -> dict[str, Any]:
         "left_alone": [{"path": p, "reason": why} for p, why in result.left_alone],
         "changed_later": list(result.changed_later),
         "refused": result.refused,
+        "already": result.already,
         "displaced": result.displaced,
     }
 
@@ -99,10 +100,19 @@ def _some(paths: Sequence[str], verbose: bool) -> list[str]:
     return out
 
 
+def _ended(info: BackupInfo) -> str:
+    """The moment later changes are told from: the run's end, or when it was put back."""
+    return {"restored": "it was restored", "rolled-back": "it was rolled back"}.get(
+        info.state, "it ended"
+    )
+
+
 def result_text(result: RestoreResult, verbose: bool) -> str:
     info = result.backup
     if result.refused:
         return _refused_text(result, verbose)
+    if result.already:
+        return _already_text(result, verbose)
     would = "would be " if result.dry_run else ""
     lines = [f"Backup {info.id} of {display(info.prefix)} ({display(info.command)})"]
     lines.append(f"  {len(result.removed)} entries the run created {would}removed")
@@ -139,8 +149,8 @@ def _others(result: RestoreResult, verbose: bool) -> list[str]:
     if result.changed_later:
         verb = "would replace" if result.dry_run else "replaced"
         lines.append(
-            f"  {len(result.changed_later)} of the run's paths changed after it ended; "
-            f"the restore {verb} them"
+            f"  {len(result.changed_later)} of the run's paths changed after "
+            f"{_ended(result.backup)}; the restore {verb} them"
         )
         lines += _some(result.changed_later, verbose)
     if result.displaced:
@@ -148,11 +158,22 @@ def _others(result: RestoreResult, verbose: bool) -> list[str]:
     return lines
 
 
+def _already_text(result: RestoreResult, verbose: bool) -> str:
+    info = result.backup
+    state = "rolled back" if info.state == "rolled-back" else "restored"
+    lines = [
+        f"Backup {info.id} of {display(info.prefix)} ({display(info.command)})",
+        *_others(result, verbose),
+        f"Already {state}: what the run changed is as it was before; nothing to do.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def _refused_text(result: RestoreResult, verbose: bool) -> str:
     info = result.backup
     lines = [
         f"Backup {info.id} of {display(info.prefix)} ({display(info.command)})",
-        f"  {len(result.changed_later)} of the run's paths were changed after it ended, "
+        f"  {len(result.changed_later)} of the run's paths were changed after {_ended(info)}, "
         "by something else; restoring would remove or overwrite them:",
         *_some(result.changed_later, verbose),
         "Refused: nothing was changed. `libdoctor restore "

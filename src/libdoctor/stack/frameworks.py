@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from libdoctor import bounded
 from libdoctor.elf.dynamic import ElfFormatError, read_elf
 from libdoctor.environment.distributions import Distribution
 from libdoctor.stack.cuda import soname_major
@@ -53,9 +54,10 @@ Reader = Callable[[str], "bytes | None"]
 
 
 def read_file(path: str) -> bytes | None:
+    """A small file (a version module, a cache's metadata) or None: absent, unreadable, or
+    refused (past MAX_SMALL_FILE_BYTES, or a FIFO or device a cache entry links to)."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        return bounded.read_file(path, bounded.MAX_SMALL_FILE_BYTES)
     except (OSError, ValueError):
         return None
 
