@@ -229,10 +229,11 @@ def test_pre_commit_hooks_for_real(tmp_path: Path, healthy: Venv, phantom: Venv)
     assert "torchlike 1.0 needs libcudnn.so.9: not found" in broken.stdout
     assert re.search(r"libdoctor verify --lock\.+Failed", broken.stdout), broken.stdout
     assert "lock-files" in broken.stdout
-    # try-repo takes no args: the hook then reads pre-commit's own env (its $VIRTUAL_ENV),
+    # try-repo takes no args: the hook then reads pre-commit's own env (its $VIRTUAL_ENV; that
+    # env is often healthy, so --verbose shows the output of a passing hook too),
     # which is why the README's config names the target in args
     tried = subprocess.run(
-        [str(pre_commit), "try-repo", str(repo), "libdoctor-check", "--all-files"],
+        [str(pre_commit), "try-repo", str(repo), "libdoctor-check", "--all-files", "--verbose"],
         cwd=project,
         env=env,
         capture_output=True,
