@@ -21,7 +21,13 @@ from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, canonicalize_name
 from libdoctor.environment.model import Environment
 from libdoctor.environment.paths import display, is_bytecode
-from libdoctor.environment.wheel import WheelFile, read_wheel, wheel_distribution
+from libdoctor.environment.wheel import (
+    WheelFile,
+    open_wheel,
+    read_member,
+    read_wheel,
+    wheel_distribution,
+)
 from libdoctor.errors import LibdoctorError
 
 __all__ = ["Verification", "local_wheels", "verify_reinstall", "wheel_for"]
@@ -93,10 +99,11 @@ def _missing(dist: Distribution, env: Environment, disk: Disk) -> tuple[str, ...
 
 def _scripts(wheel: WheelFile, bindir: str) -> set[str]:
     """The console and GUI scripts the installer generates from the wheel's entry points."""
+    name = f"{wheel.dist_info}/entry_points.txt"
     try:
-        with zipfile.ZipFile(wheel.path) as archive:
-            text = archive.read(f"{wheel.dist_info}/entry_points.txt").decode("utf-8", "replace")
-    except (KeyError, OSError, zipfile.BadZipFile):
+        with open(wheel.path, "rb") as handle, open_wheel(handle, wheel.path) as archive:
+            text = read_member(archive, name, wheel.path).decode("utf-8", "replace")
+    except (KeyError, OSError, zipfile.BadZipFile, LibdoctorError):
         return set()
     parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
