@@ -27,6 +27,7 @@ __all__ = [
     "MAX_MEMBER_BYTES",
     "WheelFile",
     "dist_info_members",
+    "misplaced_members",
     "open_wheel",
     "read_member",
     "read_wheel",
@@ -212,11 +213,15 @@ def _install_site(target: Target) -> SiteDir:
     raise LibdoctorError(f"{target.prefix} has no site-packages of its own to install into")
 
 
-def _wheel_destination(wheel: WheelFile, arcname: str, site: SiteDir, target: Target) -> str:
-    """Where pip puts an archive member (the ``.data/<scheme>/`` dirs of the venv scheme)."""
+def _placement(
+    wheel: WheelFile, arcname: str, site: SiteDir, target: Target
+) -> tuple[str | None, str]:
+    """(the directory pip installs ARCNAME under, ARCNAME below it): site-packages, or for
+    the ``.data/<scheme>/`` dirs of the venv scheme that scheme's; None for a scheme pip
+    does not know."""
     data_dir = wheel.dist_info[: -len(".dist-info")] + ".data/"
     if not arcname.startswith(data_dir):
-        return os.path.normpath(os.path.join(site.path, arcname))
+        return site.path, arcname
     scheme, _, rest = arcname[len(data_dir) :].partition("/")
     prefix = site.prefix
     version = target.python_version or (3, 0)
@@ -229,7 +234,29 @@ def _wheel_destination(wheel: WheelFile, arcname: str, site: SiteDir, target: Ta
             prefix, "include", "site", f"python{version[0]}.{version[1]}", wheel.name
         ),
     }
-    return os.path.normpath(os.path.join(roots.get(scheme, prefix), rest))
+    return roots.get(scheme), rest
+
+
+def _wheel_destination(wheel: WheelFile, arcname: str, site: SiteDir, target: Target) -> str:
+    """Where pip puts an archive member."""
+    root, rest = _placement(wheel, arcname, site, target)
+    return os.path.normpath(os.path.join(site.prefix if root is None else root, rest))
+
+
+def misplaced_members(wheel: WheelFile, target: Target) -> tuple[tuple[str, str, str | None], ...]:
+    """(member, where it would land, the directory it must stay in) for each member of WHEEL
+    that pip refuses to install, as its ``assert_no_path_traversal`` does: one whose place,
+    normalised, is not inside the directory its scheme installs into (``../../x``,
+    ``/abs/x``: "trying to install outside the target directory"; uv leaves those out of the
+    install). The directory is None for a ``.data`` scheme no installer knows (both refuse)."""
+    site = _install_site(target)
+    found = []
+    for member in wheel.members:
+        root, rest = _placement(wheel, member.path, site, target)
+        dest = _wheel_destination(wheel, member.path, site, target)
+        if root is None or not rest.strip("/") or dest == root or not is_inside(dest, root):
+            found.append((member.path, dest, root))
+    return tuple(found)
 
 
 def wheel_distribution(
