@@ -30,6 +30,7 @@ from libdoctor.environment.record import (
     parse_installed_files,
     parse_record,
 )
+from libdoctor.environment.rooted import HOST, Rooted
 from libdoctor.environment.target import SiteDir, Target
 
 EMPTY_RECORD = "an empty RECORD"
@@ -80,10 +81,9 @@ def canonicalize_name(name: str) -> str:
     return _SEPARATORS.sub("-", name).lower()
 
 
-def _read(path: str) -> bytes | None:
+def _read(path: str, files: Rooted = HOST) -> bytes | None:
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        return files.read(path)
     except FileNotFoundError:
         return None
 
@@ -142,7 +142,7 @@ def _name_from_dirname(dirname: str) -> tuple[str, str]:
 
 
 def _read_file_list(
-    path: str, kind: str, site: SiteDir, only_containing: str | None
+    path: str, kind: str, site: SiteDir, only_containing: str | None, files: Rooted
 ) -> tuple[ParsedRecord | None, str | None, str]:
     """(file list, why it is unusable, the dir its paths are relative to)."""
     if kind == "dist-info":
@@ -150,7 +150,7 @@ def _read_file_list(
     else:
         name, base_dir, parse = "installed-files.txt", path, parse_installed_files
     try:
-        raw = _read(os.path.join(path, name))
+        raw = _read(os.path.join(path, name), files)
     except OSError as exc:
         return None, f"{name} unreadable: {exc.strerror}", base_dir
     if raw is None:
@@ -164,31 +164,31 @@ def _read_file_list(
 
 
 def _read_dist(
-    site: SiteDir, entry_name: str, only_containing: str | None = None
+    site: SiteDir, entry_name: str, only_containing: str | None = None, files: Rooted = HOST
 ) -> Distribution | None:
     path = os.path.join(site.path, entry_name)
     kind = "dist-info" if entry_name.endswith(".dist-info") else "egg-info"
-    if not os.path.isdir(path):
+    if not files.isdir(path):
         if kind == "dist-info":
             return None
         # A distutils-era PKG-INFO file: metadata only, no file list.
-        meta = parse_metadata(_safe_read(path) or b"")
+        meta = parse_metadata(_safe_read(path, files) or b"")
         return _make(site, path, kind, meta, entry_name, None, (None, None, site.path))
-    data = _safe_read(os.path.join(path, "METADATA" if kind == "dist-info" else "PKG-INFO"))
+    data = _safe_read(os.path.join(path, "METADATA" if kind == "dist-info" else "PKG-INFO"), files)
     meta = parse_metadata(data) if data is not None else Metadata("", "", ())
     if kind == "egg-info" and not meta.requires_dist:
-        requires = _safe_read(os.path.join(path, "requires.txt"))
+        requires = _safe_read(os.path.join(path, "requires.txt"), files)
         if requires:
             meta = Metadata(meta.name, meta.version, parse_requires_txt(requires))
-    installer_bytes = _safe_read(os.path.join(path, "INSTALLER"))
+    installer_bytes = _safe_read(os.path.join(path, "INSTALLER"), files)
     installer = installer_bytes.decode("utf-8", "replace").strip() if installer_bytes else ""
-    files = _read_file_list(path, kind, site, only_containing)
-    return _make(site, path, kind, meta, entry_name, installer or None, files)
+    listed = _read_file_list(path, kind, site, only_containing, files)
+    return _make(site, path, kind, meta, entry_name, installer or None, listed)
 
 
-def _safe_read(path: str) -> bytes | None:
+def _safe_read(path: str, files: Rooted = HOST) -> bytes | None:
     try:
-        return _read(path)
+        return _read(path, files)
     except OSError:
         return None
 
@@ -243,15 +243,18 @@ def required_names(dist: Distribution) -> list[str]:
     return names
 
 
-def scan_site(site: SiteDir, only_containing: str | None = None) -> list[Distribution]:
+def scan_site(
+    site: SiteDir, only_containing: str | None = None, files: Rooted = HOST
+) -> list[Distribution]:
+    """SITE's distributions; FILES: read in the system they belong to (``--root``)."""
     try:
-        with os.scandir(site.path) as entries:
-            names = sorted(e.name for e in entries if e.name.endswith((".dist-info", ".egg-info")))
+        entries = files.listdir(site.path)
     except OSError:
         return []
+    names = sorted(e for e in entries if e.endswith((".dist-info", ".egg-info")))
     dists = []
     for name in names:
-        dist = _read_dist(site, name, only_containing)
+        dist = _read_dist(site, name, only_containing, files)
         if dist is not None:
             dists.append(dist)
     return dists
@@ -260,45 +263,50 @@ def scan_site(site: SiteDir, only_containing: str | None = None) -> list[Distrib
 def scan_target(target: Target, only_containing: str | None = None) -> list[Distribution]:
     """Every distribution of TARGET; ONLY_CONTAINING restricts file lists (see parse_record)."""
     dists: list[Distribution] = []
+    files = Rooted(target.root)
     for site in target.site_dirs:
-        dists.extend(scan_site(site, only_containing))
-    conda = scan_conda(target, only_containing)
+        dists.extend(scan_site(site, only_containing, files))
+    conda = scan_conda(target, only_containing, files)
     if not conda:
         return dists
     owned = {d.metadata_dir for d in conda}
     return [d for d in dists if d.metadata_dir not in owned] + conda
 
 
-def scan_conda(target: Target, only_containing: str | None = None) -> list[Distribution]:
+def scan_conda(
+    target: Target, only_containing: str | None = None, files: Rooted = HOST
+) -> list[Distribution]:
     """The conda packages of TARGET's prefix (``conda-meta/*.json``), sorted by file name."""
     meta = os.path.join(target.prefix, "conda-meta")
     try:
-        names = sorted(n for n in os.listdir(meta) if n.endswith(".json"))
+        names = sorted(n for n in files.listdir(meta) if n.endswith(".json"))
     except OSError:
         return []
     site = next(
         (s for s in target.site_dirs if s.prefix == target.prefix and not s.inherited),
-        SiteDir(target.prefix, target.prefix),
+        SiteDir(target.prefix, target.prefix, root=target.root),
     )
     dists = []
     for name in names:
         try:
-            record = json.loads(_read(os.path.join(meta, name)) or b"null")
+            record = json.loads(_read(os.path.join(meta, name), files) or b"null")
         except (OSError, ValueError):
             continue
         if isinstance(record, dict) and record.get("name"):
-            dists.append(_conda_dist(site, target.prefix, os.path.join(meta, name), record))
+            dists.append(_conda_dist(site, target.prefix, os.path.join(meta, name), record, files))
     if only_containing is not None:
         dists = [_only(d, only_containing) for d in dists]
     return dists
 
 
-def _conda_dist(site: SiteDir, prefix: str, path: str, record: dict[str, object]) -> Distribution:
+def _conda_dist(
+    site: SiteDir, prefix: str, path: str, record: dict[str, object], files: Rooted
+) -> Distribution:
     entries = tuple(_conda_entries(record))
     python = _python_metadata_dir(prefix, entries)
     meta = Metadata(str(record["name"]), str(record.get("version", "")), ())
     if python is not None:
-        data = _safe_read(os.path.join(python, "METADATA"))
+        data = _safe_read(os.path.join(python, "METADATA"), files)
         found = parse_metadata(data) if data is not None else meta
         meta = Metadata(found.name or meta.name, found.version or meta.version, found.requires_dist)
     return Distribution(
