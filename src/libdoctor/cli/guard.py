@@ -15,6 +15,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.cli import changes, common
+from libdoctor.report.text import text_lines
 
 if TYPE_CHECKING:
     from libdoctor.repair.guard import GuardStatus
@@ -102,7 +103,7 @@ def _say(args: argparse.Namespace, doc: dict[str, Any]) -> None:
             f"  left as they are (replaced or deleted since the guard, by pip itself?): "
             f"{', '.join(doc['left'])}"
         )
-    common.write("\n".join(lines) + "\n")
+    common.write(text_lines(lines))
 
 
 def _status(args: argparse.Namespace, status: GuardStatus) -> int:
@@ -128,5 +129,5 @@ def _status(args: argparse.Namespace, status: GuardStatus) -> int:
         "missing": "gone since: `libdoctor guard install` again",
     }
     lines += [f"  {name}: {notes[state]}" for name, state in status.states]
-    common.write("\n".join(lines) + "\n")
+    common.write(text_lines(lines))
     return code

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
 
 def say(text: str) -> None:
-    print(f"libdoctor guard: {text}", file=sys.stderr, flush=True)
+    from libdoctor.report.text import inert
+
+    print(f"libdoctor guard: {inert(text)}", file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str]) -> NoReturn:

@@ -10,6 +10,7 @@ from typing import Any
 from libdoctor.environment.paths import display
 from libdoctor.repair.journal import BackupInfo
 from libdoctor.repair.retention import Usage
+from libdoctor.report.text import text_lines
 
 
 def _mb(n: int) -> str:
@@ -28,7 +29,7 @@ def list_text(root: str, rows: Sequence[tuple[BackupInfo, Usage]], keep: int) ->
         lines.append(f"      {display(info.command)}")
     total = sum(c.own for _, c in rows)
     lines.append(f"{len(rows)} backups, {_mb(total)} of their own")
-    return "\n".join(lines) + "\n"
+    return text_lines(lines)
 
 
 def list_json(root: str, rows: Sequence[tuple[BackupInfo, Usage]], keep: int) -> str:
@@ -56,4 +57,4 @@ def list_json(root: str, rows: Sequence[tuple[BackupInfo, Usage]], keep: int) ->
 def removed_text(removed: Sequence[BackupInfo]) -> str:
     if not removed:
         return "Nothing to remove.\n"
-    return "".join(f"removed {i.id} ({display(i.prefix)})\n" for i in removed)
+    return text_lines(f"removed {i.id} ({display(i.prefix)})" for i in removed)

@@ -15,6 +15,7 @@ from libdoctor.analysis.diff import (
 )
 from libdoctor.analysis.snapshot import PORTABLE, FileRow, LibraryRecord, finding_document
 from libdoctor.report.json import dumps
+from libdoctor.report.text import text_lines
 
 Change = VersionChange | FileChange | FieldChange | LibraryChange | FindingChange
 _FILES_SHOWN = 5  # per distribution, without --verbose
@@ -146,10 +147,10 @@ def change_lines(d: Diff, *, verbose: bool = False) -> list[str]:
 def diff_text(d: Diff, labels: tuple[str, str], *, verbose: bool = False) -> str:
     head = [f"A: {labels[0]}", f"B: {labels[1]}", ""]
     if d.empty:
-        return "\n".join([*head, "no differences"]) + "\n"
+        return text_lines([*head, "no differences"])
     count = d.count()
     tail = ["", f"{count} difference{'s' if count != 1 else ''}"]
-    return "\n".join([*head, *change_lines(d, verbose=verbose), *tail]) + "\n"
+    return text_lines([*head, *change_lines(d, verbose=verbose), *tail])
 
 
 # --------------------------------------------------------------------------- JSON
