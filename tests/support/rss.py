@@ -1,5 +1,6 @@
 """A child process and the most memory it held: its peak resident set, as the kernel counts
-it (``wait4``'s ``ru_maxrss``), never sampled. For the hostile-input tests' bounds."""
+it (``wait4``'s ``ru_maxrss``, of a child forked by a small launcher), never sampled. For the
+hostile-input tests' bounds."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -31,6 +31,20 @@ class Measured(NamedTuple):
         )
 
 
+# Forks ARGV and waits for it: a child forked from the test process would start out with the
+# test's own resident pages (hundreds of MB into a session) and report them as its peak.
+_LAUNCH = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as out:
+    out.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status) % 256)
+"""
+
+
 def run_measured(
     argv: Sequence[str | os.PathLike[str]],
     *,
@@ -39,31 +53,29 @@ def run_measured(
     timeout: float = 120,
 ) -> Measured:
     """ARGV run to its end (killed after TIMEOUT), with libdoctor's test environment."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(
-            [os.fspath(a) for a in argv],
-            stdout=out,
-            stderr=err,
-            env=libdoctor_env(env, cache_home),
-            cwd=REPO_ROOT,
-        )
-        timer = threading.Timer(timeout, proc.kill)
-        timer.start()
+    with tempfile.TemporaryDirectory() as work:
+        peak = Path(work) / "peak"
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            killed = not timer.is_alive()
-            timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-        out.seek(0)
-        err.seek(0)
-        return Measured(
-            proc.returncode,
-            out.read().decode("utf-8", "surrogateescape"),
-            err.read().decode("utf-8", "surrogateescape"),
-            usage.ru_maxrss / 1024,  # KiB on Linux
-            killed,
-        )
+            proc = subprocess.run(
+                [sys.executable, "-c", _LAUNCH, peak, *(os.fspath(a) for a in argv)],
+                capture_output=True,
+                env=libdoctor_env(env, cache_home),
+                cwd=REPO_ROOT,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            out, err, rc, killed = exc.stdout or b"", exc.stderr or b"", -9, True
+        else:
+            out, err, rc, killed = proc.stdout, proc.stderr, proc.returncode, False
+        kib = int(peak.read_text()) if peak.exists() else 0
+    return Measured(
+        rc,
+        out.decode("utf-8", "surrogateescape"),
+        err.decode("utf-8", "surrogateescape"),
+        kib / 1024,  # KiB on Linux
+        killed,
+    )
 
 
 def run_python(
