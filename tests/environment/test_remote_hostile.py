@@ -305,9 +305,9 @@ def test_a_trickling_server_is_cut_off_at_the_deadline(
 def test_an_honest_slow_server_within_the_deadline_is_read(
     wheels: dict[str, Path], server: FileServer
 ) -> None:
-    """A server as slow (a byte every 2 ms, every request) but done well within the
+    """A server as slow (a byte every half millisecond, every request) but done well within the
     deadline is read as any other."""
     url = server.add("/files/small-1.0-py3-none-any.whl", wheels["small"].read_bytes())
-    server.answers["/files/small-1.0-py3-none-any.whl"] = trickle("status", every=0.002)
+    server.answers["/files/small-1.0-py3-none-any.whl"] = trickle("status", every=0.0005)
     read = read_remote_wheel(url, timeout=1.0, deadline=60.0)
     assert read.wheel.display == "small 1.0" and read.how == "range"
