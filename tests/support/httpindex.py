@@ -4,6 +4,8 @@
 it (200 and the whole body, as many simple servers do), ``drop`` sends the 206 headers and half
 the body, then closes the connection. Every request is logged (path and Range header), so a
 test can count what went over the wire. ``auth`` ("user:password") makes it demand basic auth.
+``answers`` puts a hostile server behind a path: a function given the request's handler (and
+the file's bytes there, if any) that writes the status line, headers and body itself.
 """
 
 from __future__ import annotations
@@ -13,16 +15,17 @@ import hashlib
 import re
 import threading
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["FileServer", "Request", "serve"]
+__all__ = ["Answer", "FileServer", "Request", "requested_range", "serve"]
 
 Mode = Literal["range", "full", "drop"]
+Answer = Callable[[BaseHTTPRequestHandler, bytes], None]
 
 
 @dataclass
@@ -40,6 +43,7 @@ class FileServer:
 
     files: dict[str, bytes] = field(default_factory=dict)  # URL path -> body
     redirects: dict[str, str] = field(default_factory=dict)  # URL path -> Location (302)
+    answers: dict[str, Answer] = field(default_factory=dict)  # URL path -> a raw answer
     mode: Mode = "range"
     auth: str | None = None
     log: list[Request] = field(default_factory=list)
@@ -104,6 +108,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.request_log = Request(path, byte_range, agent, method="HEAD" if head else "GET")
         self.head = head
         state.log.append(self.request_log)
+        if path in state.answers:
+            state.answers[path](self, state.files.get(path, b""))
+            self.close_connection = True
+            return
         if path in state.redirects:
             self.send_response(302)
             self.send_header("Location", state.redirects[path])
@@ -155,6 +163,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _type(path: str) -> str:
     return "text/html" if path.endswith("/") else "application/octet-stream"
+
+
+def requested_range(handler: BaseHTTPRequestHandler, size: int) -> tuple[int, int]:
+    """(start, end exclusive) of the ``Range`` HANDLER's request asks of SIZE bytes."""
+    return _parse_range(handler.headers.get("Range") or "bytes=0-", size)
 
 
 def _parse_range(header: str, size: int) -> tuple[int, int]:

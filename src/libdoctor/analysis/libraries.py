@@ -25,7 +25,7 @@ def analyse_libraries(
 ) -> tuple[LibraryAnalysis, RealDisk]:
     """The library analysis of TARGET, and the disk view it read (the checks read it again)."""
     env = build_environment(target)
-    disk = RealDisk()
+    disk = RealDisk(target.root)
     return analyse(env, disk, loader_context(environ, cwd, target)), disk
 
 

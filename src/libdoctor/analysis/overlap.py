@@ -41,7 +41,7 @@ def run_check(
 ) -> Report:
     """Every check on TARGET, the loader and stack checks in a forked child from the start."""
     native, later = _start_native(target, options)
-    disk = RealDisk()
+    disk = RealDisk(target.root)
     env, states = model_and_states(target, disk)
     hashing: dict[str, int] | None = None
     digests = None
@@ -76,11 +76,11 @@ class CacheFirst(Mapping[tuple[str, str], "str | None"]):
     """A forked child's digests: from the hash cache while the file is still the one that
     was hashed (no waiting), else the parent's, sent once its hashing is done."""
 
-    def __init__(self, cache_dir: str | None, prefix: str, sent: Later[Digests]) -> None:
+    def __init__(self, cache_dir: str | None, target: Target, sent: Later[Digests]) -> None:
         from libdoctor.disk.hashing import NATIVE_PART, HashCache
 
-        self._cache = HashCache.load(cache_dir, prefix, NATIVE_PART)
-        self._disk = RealDisk()
+        self._cache = HashCache.load(cache_dir, target.prefix, NATIVE_PART)
+        self._disk = RealDisk(target.root)
         self._later = sent
         self._sent: Digests | None = None
 
@@ -123,10 +123,10 @@ def _start_native(
         later = sent
 
         def digests() -> Digests | None:
-            return sent.get() if sent.here else CacheFirst(options.cache_dir, target.prefix, sent)
+            return sent.get() if sent.here else CacheFirst(options.cache_dir, target, sent)
 
     def work() -> tuple[list[Finding], NativeFacts | None]:  # in the child
         model = native_model(target)  # nothing is read before the fork
-        return native_checks(model, RealDisk(), digests, libraries, options.facts)
+        return native_checks(model, RealDisk(target.root), digests, libraries, options.facts)
 
     return started_in_child(work, later), later

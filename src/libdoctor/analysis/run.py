@@ -152,7 +152,7 @@ def run_check(
     """Every check on TARGET, one step after the other: the reference that
     ``analysis.overlap.run_check`` (the same run, the loader work in a forked child) must
     equal, finding for finding."""
-    disk = RealDisk() if disk is None else disk
+    disk = RealDisk(target.root) if disk is None else disk
     env, states = model_and_states(target, disk)
     digests, hashing = None, None
     if options.deep:
@@ -250,7 +250,9 @@ def compute_digests(
             now = b""  # something changed moments ago: no shortcut next time
     cache = HashCache.load(options.cache_dir, prefix)
     jobs = hash_jobs(env, disk)
-    digests = hash_many(jobs, cache, stats, workers=options.workers, progress=progress)
+    digests = hash_many(
+        jobs, cache, stats, workers=options.workers, progress=progress, root=env.target.root
+    )
     if cache.dirty:
         cache.save(prefix)
         cache.part(jobs, NATIVE_PART, lambda path: NATIVE_ROWS in path).save(prefix)

@@ -14,6 +14,7 @@ from libdoctor.analysis.libraries import SystemOwners, analyse_libraries, system
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.model import Environment
 from libdoctor.environment.ospackages import SystemPackages
+from libdoctor.environment.rooted import Rooted
 from libdoctor.environment.target import Target
 from libdoctor.errors import LibdoctorError
 from libdoctor.loader.dlopened import expected, runtime_edges
@@ -50,16 +51,17 @@ def find_root(analysis: LibraryAnalysis, text: str) -> str:
         return os.path.abspath(text)
     parts = text.split(".")
     matches: list[str] = []
+    files = Rooted(analysis.env.target.root)
     for site in analysis.env.target.site_packages:
         directory = os.path.join(site, *parts[:-1])
         try:
-            names = os.listdir(directory)
+            names = files.listdir(directory)
         except OSError:
             continue
         for name in sorted(names):
             if name.split(".", 1)[0] == parts[-1] and name.endswith(".so"):
                 path = os.path.join(directory, name)
-                if is_python_extension(path):
+                if is_python_extension(files.host(path)):
                     matches.append(path)
     if not matches:
         raise LibdoctorError(

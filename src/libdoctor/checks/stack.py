@@ -35,9 +35,10 @@ from libdoctor.environment.installers import reinstall_argv, steps_fix, uninstal
 from libdoctor.environment.model import Claim, Environment, is_inside
 from libdoctor.environment.paths import display, is_bytecode, is_native
 from libdoctor.environment.requirements import Pin, RequirementIndex
+from libdoctor.environment.rooted import Rooted
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.stack.cuda import CudaPackage, cuda_packages
-from libdoctor.stack.frameworks import FrameworkBuild, Reader, detect_frameworks, read_file
+from libdoctor.stack.frameworks import FrameworkBuild, Reader, detect_frameworks, env_reader
 from libdoctor.stack.preload import (
     MODELS,
     ModelChoice,
@@ -79,10 +80,12 @@ def analyse_stack(
     env: Environment,
     disk: Disk,
     analysis: LibraryAnalysis | None = None,
-    reader: Reader = read_file,
+    reader: Reader | None = None,
     requirements: RequirementIndex | None = None,
 ) -> StackAnalysis:
-    """REQUIREMENTS: the environment's index, when the caller shares one between checks."""
+    """REQUIREMENTS: the environment's index, when the caller shares one between checks.
+    READER: the files (``env_reader``: in the system the environment is read in)."""
+    reader = env_reader(env) if reader is None else reader
     builds = tuple(detect_frameworks(env, reader))
     requirements = RequirementIndex(env) if requirements is None else requirements
     choices: dict[str, ModelChoice] = {}
@@ -106,7 +109,7 @@ def check_stack(
     digests: Digests | Callable[[], Digests | None] | None = None,
     analysis: LibraryAnalysis | None = None,
     *,
-    reader: Reader = read_file,
+    reader: Reader | None = None,
     requirements: RequirementIndex | None = None,
 ) -> list[Finding]:
     """All stack findings. Without ANALYSIS (no loader context) foreign-bytes is skipped.
@@ -442,7 +445,7 @@ def _claims_at(env: Environment, path: str) -> tuple[Claim, ...]:
     claims = env.claims.get(path)
     if claims:
         return claims
-    real = os.path.realpath(path)
+    real = Rooted(env.target.root).realpath(path)
     return env.claims.get(real, ()) if real != path else ()
 
 

@@ -136,7 +136,9 @@ def python_option(target: Target) -> list[str]:
 
 def say(text: str) -> None:
     """Progress and failures go to stderr, so stdout stays the report (and valid JSON)."""
-    print(f"libdoctor: {text}", file=sys.stderr, flush=True)
+    from libdoctor.report.text import inert
+
+    print(f"libdoctor: {inert(text)}", file=sys.stderr, flush=True)
 
 
 def write_plan(args: argparse.Namespace, plan: Plan) -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from libdoctor.cli import changes, common
 from libdoctor.errors import LibdoctorError
 from libdoctor.findings import printable
+from libdoctor.report.text import text_lines
 
 if TYPE_CHECKING:
     from libdoctor.repair.guard import GuardStatus
@@ -126,7 +127,7 @@ def _say(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
         names = ", ".join(_shown(n) for n in doc["stray"])
         lines.append(f"  left in bin/{GUARD_DIR} (not the guard's files): {names}")
-    common.write("\n".join(lines) + "\n")
+    common.write(text_lines(lines))
 
 
 _NOTES = {
@@ -167,5 +168,5 @@ def _status(args: argparse.Namespace, status: GuardStatus) -> int:
     for name, state in status.states:
         kept = state == "missing" and name in status.kept
         lines.append(f"  {name}: {_KEPT if kept else _NOTES[state]}")
-    common.write("\n".join(lines) + "\n")
+    common.write(text_lines(lines))
     return code

@@ -36,7 +36,9 @@ if TYPE_CHECKING:
 
 
 def say(text: str) -> None:
-    print(f"libdoctor guard: {text}", file=sys.stderr, flush=True)
+    from libdoctor.report.text import inert
+
+    print(f"libdoctor guard: {inert(text)}", file=sys.stderr, flush=True)
 
 
 class _Refused(Exception):

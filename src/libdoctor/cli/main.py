@@ -126,7 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except LibdoctorError as exc:
-        print(f"libdoctor: error: {exc}", file=sys.stderr)
+        from libdoctor.report.text import inert
+
+        print(f"libdoctor: error: {inert(str(exc))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("libdoctor: interrupted", file=sys.stderr)

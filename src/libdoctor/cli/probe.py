@@ -73,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from libdoctor.probe.run import run_probe
     from libdoctor.report import probe as probe_report
     from libdoctor.report.json import target_dict
+    from libdoctor.report.text import inert
 
     if args.timeout <= 0:
         raise LibdoctorError("--timeout must be positive")
@@ -81,12 +82,12 @@ def run(args: argparse.Namespace) -> int:
     target = discover(target_arg, args.python, os.environ)
 
     def starting(chosen: Sequence[str], python: str) -> None:
-        print(probe_report.start_notice(chosen, python, args.timeout), file=sys.stderr)
+        print(inert(probe_report.start_notice(chosen, python, args.timeout)), file=sys.stderr)
 
     def finished(child: ChildReport) -> None:
         notice = probe_report.child_notice(child)
         if notice is not None:
-            print(notice, file=sys.stderr)
+            print(inert(notice), file=sys.stderr)
 
     result = run_probe(
         target,

@@ -2,7 +2,8 @@
 
 hashlib releases the GIL while it digests, so threads hash on every core. The cache is
 keyed by (path, size, mtime_ns, inode): an unchanged environment re-verifies without
-reading a byte. It lives in the user's cache dir, never inside the target.
+reading a byte. It lives in the user's cache dir, never inside the target. Inside a
+``--root`` each file is opened where the system there would find it (``environment.rooted``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from libdoctor.disk.stat import FileState
+from libdoctor.environment.rooted import Rooted
 
 _CACHE_VERSION = 4  # 4: keyed by file identity, digests spelled as in RECORD
 _RACY_NS = 2_000_000_000
@@ -266,11 +268,12 @@ def hash_many(
     *,
     workers: int | None = None,
     progress: ProgressFactory | None = None,
+    root: str = "/",
 ) -> dict[tuple[str, str], str | None]:
     """Digest every job's file, spelled as RECORD spells it; None: it could not be read.
 
-    Keys are (path, algorithm). PROGRESS is started only when some file must be read.
-    """
+    Keys are (path, algorithm). PROGRESS is started only when some file must be read. ROOT:
+    the system the paths are read in (``--root``)."""
     results: dict[tuple[str, str], str | None] = {}
     todo: list[HashJob] = []
     entries = cache.entries
@@ -285,7 +288,8 @@ def hash_many(
     stats.cache_hits += len(results)
     tick = progress(len(todo), sum(j.state.size for j in todo)) if progress and todo else None
     todo.sort(key=lambda j: j.state.size, reverse=True)  # big files first balance the threads
-    for job, value in _hash_in_threads(todo, workers or os.cpu_count() or 1, tick):
+    threads = workers or os.cpu_count() or 1
+    for job, value in _hash_in_threads(todo, threads, tick, Rooted(root).host):
         results[(job.path, job.algorithm)] = value
         if value is None:
             stats.errors += 1
@@ -298,7 +302,10 @@ def hash_many(
 
 
 def _hash_in_threads(
-    todo: list[HashJob], workers: int, progress: Callable[[int], None] | None
+    todo: list[HashJob],
+    workers: int,
+    progress: Callable[[int], None] | None,
+    host: Callable[[str], str],
 ) -> list[tuple[HashJob, str | None]]:
     """Hash TODO (biggest first) on WORKERS threads that each take the next job themselves:
     no future per file, and the main thread only wakes to move the progress bar."""
@@ -320,7 +327,8 @@ def _hash_in_threads(
                 return
             value: str | None
             try:
-                value = spell_hash(job.algorithm, hash_file(job.path, job.algorithm, buffer))
+                digest = hash_file(host(job.path), job.algorithm, buffer)
+                value = spell_hash(job.algorithm, digest)
             except (OSError, ValueError):
                 value = None
             done.append((job, value))

@@ -2,6 +2,8 @@
 
 Checks ask ``Disk.stat`` and ``Disk.listdir``; the real implementation memoises, and a
 simulated one (``WithoutPaths``) answers for the environment as it would be after a change.
+The real disk of a system mounted at ``--root`` resolves each path inside it first
+(``environment.rooted``): a link in the image to a host file is not the host file.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import os
 from collections.abc import Iterable
 from stat import S_ISREG
 from typing import NamedTuple, Protocol
+
+from libdoctor.environment.rooted import Rooted
 
 
 class FileState(NamedTuple):
@@ -53,18 +57,21 @@ class Disk(Protocol):
 
 
 class RealDisk:
-    """Reads the file system; never writes. Results are memoised for one run."""
+    """Reads the file system (of the system at ROOT: every path resolved inside it); never
+    writes. Results are memoised for one run, by the path as the model names it."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: str = "/") -> None:
         self._stats: dict[str, FileState] = {}
         self._listings: dict[str, tuple[str, ...]] = {}
+        rooted = Rooted(root)
+        self._host = None if rooted.is_host else rooted.host
 
     def stat(self, path: str) -> FileState:
         cached = self._stats.get(path)
         if cached is not None:
             return cached
         try:
-            st = os.stat(path)
+            st = os.stat(path if self._host is None else self._host(path))
         except OSError as exc:
             state = (
                 MISSING
@@ -87,6 +94,8 @@ class RealDisk:
     def prefetch(self, paths: Iterable[str]) -> list[FileState]:
         """stat() every path now, in one tight loop (22k files: the hot path of ``check``);
         the states, in the order of PATHS."""
+        if self._host is not None:  # inside a root: each path resolved first
+            return [self.stat(path) for path in paths]
         cache = self._stats
         stat = os.stat
         new = tuple.__new__  # FileState(...) without the Python-level __new__ frame
@@ -113,7 +122,7 @@ class RealDisk:
         if cached is not None:
             return cached
         try:
-            names = tuple(os.listdir(path))
+            names = tuple(os.listdir(path if self._host is None else self._host(path)))
         except (OSError, ValueError):
             names = ()
         self._listings[path] = names

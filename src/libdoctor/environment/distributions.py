@@ -39,6 +39,7 @@ from libdoctor.environment.record import (
     parse_installed_files,
     parse_record,
 )
+from libdoctor.environment.rooted import HOST, Rooted
 from libdoctor.environment.target import SiteDir, Target
 from libdoctor.errors import TargetError
 
@@ -89,14 +90,15 @@ def canonicalize_name(name: str) -> str:
 _MAX_FILE = 256 << 20
 
 
-def _read(path: str) -> bytes | None:
+def _read(path: str, files: Rooted = HOST) -> bytes | None:
     """PATH's bytes; None when it does not exist. A file that exists but cannot be read is
     the one-line error: libdoctor cannot tell the truth about an environment it cannot see
     (a finding's fix could not repair a permission or a disk error either). Bounded: a
     regular file of at most ``_MAX_FILE`` bytes (a FIFO or a device is opened without
-    waiting and refused)."""
+    waiting and refused). FILES: the system it is read in (``--root``: every symlink
+    resolved inside the image)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(files.host(path), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
@@ -167,14 +169,14 @@ def _name_from_dirname(dirname: str) -> tuple[str, str]:
 
 
 def _read_file_list(
-    path: str, kind: str, site: SiteDir, only_containing: str | None
+    path: str, kind: str, site: SiteDir, only_containing: str | None, files: Rooted = HOST
 ) -> tuple[ParsedRecord | None, str | None, str]:
     """(file list, why it is unusable, the dir its paths are relative to)."""
     if kind == "dist-info":
         name, base_dir, parse = "RECORD", site.path, parse_record
     else:
         name, base_dir, parse = "installed-files.txt", path, parse_installed_files
-    raw = _read(os.path.join(path, name))
+    raw = _read(os.path.join(path, name), files)
     if raw is None:
         # pip always writes RECORD; an egg-info without a file list is merely old.
         return None, ("no RECORD" if kind == "dist-info" else None), base_dir
@@ -186,31 +188,32 @@ def _read_file_list(
 
 
 def _read_dist(
-    site: SiteDir, entry_name: str, only_containing: str | None = None
+    site: SiteDir, entry_name: str, only_containing: str | None = None, files: Rooted = HOST
 ) -> Distribution | None:
     path = os.path.join(site.path, entry_name)
     kind = "dist-info" if entry_name.endswith(".dist-info") else "egg-info"
-    if not os.path.isdir(path):
+    if not files.isdir(path):
         if kind == "dist-info":
             return None
         # A distutils-era PKG-INFO file: metadata only, no file list.
-        meta = _read_metadata(path, "PKG-INFO")
+        meta = _read_metadata(path, "PKG-INFO", files)
         return _make(site, path, kind, meta, entry_name, None, (None, None, site.path))
-    meta = _read_metadata(os.path.join(path, "METADATA" if kind == "dist-info" else "PKG-INFO"))
+    metadata = os.path.join(path, "METADATA" if kind == "dist-info" else "PKG-INFO")
+    meta = _read_metadata(metadata, None, files)
     if kind == "egg-info" and not meta.requires_dist:
         # pip's rule: requires.txt only when PKG-INFO has no Requires-Dist at all
-        requires = _read(os.path.join(path, "requires.txt"))
+        requires = _read(os.path.join(path, "requires.txt"), files)
         if requires:
             meta = replace(meta, requires_dist=parse_requires_txt(requires))
-    installer = parse_installer(_read(os.path.join(path, "INSTALLER")) or b"")
-    files = _read_file_list(path, kind, site, only_containing)
-    return _make(site, path, kind, meta, entry_name, installer or None, files)
+    installer = parse_installer(_read(os.path.join(path, "INSTALLER"), files) or b"")
+    listed = _read_file_list(path, kind, site, only_containing, files)
+    return _make(site, path, kind, meta, entry_name, installer or None, listed)
 
 
-def _read_metadata(path: str, label: str | None = None) -> Metadata:
+def _read_metadata(path: str, label: str | None = None, files: Rooted = HOST) -> Metadata:
     """The METADATA (or PKG-INFO) at PATH; an absent one is empty (the directory name
     then names the distribution)."""
-    data = _read(path)
+    data = _read(path, files)
     if data is None:
         return Metadata("", "", ())
     meta = parse_metadata(data)
@@ -270,19 +273,22 @@ def required_names(dist: Distribution) -> list[str]:
     return names
 
 
-def scan_site(site: SiteDir, only_containing: str | None = None) -> list[Distribution]:
+def scan_site(
+    site: SiteDir, only_containing: str | None = None, files: Rooted = HOST
+) -> list[Distribution]:
+    """SITE's distributions; FILES: read in the system they belong to (``--root``)."""
     return [
         dist
-        for name in _listing(site.path, (".dist-info", ".egg-info"))
-        if (dist := _read_dist(site, name, only_containing)) is not None
+        for name in _listing(site.path, (".dist-info", ".egg-info"), files)
+        if (dist := _read_dist(site, name, only_containing, files)) is not None
     ]
 
 
-def _listing(folder: str, suffixes: tuple[str, ...]) -> list[str]:
+def _listing(folder: str, suffixes: tuple[str, ...], files: Rooted = HOST) -> list[str]:
     """The names in FOLDER ending in SUFFIXES, sorted; none when FOLDER does not exist. One
     that cannot be listed is the one-line error, never "0 distributions, no problems"."""
     try:
-        with os.scandir(folder) as entries:
+        with os.scandir(files.host(folder)) as entries:
             return sorted(e.name for e in entries if e.name.endswith(suffixes))
     except (FileNotFoundError, NotADirectoryError):
         return []
@@ -293,41 +299,44 @@ def _listing(folder: str, suffixes: tuple[str, ...]) -> list[str]:
 def scan_target(target: Target, only_containing: str | None = None) -> list[Distribution]:
     """Every distribution of TARGET; ONLY_CONTAINING restricts file lists (see parse_record)."""
     dists: list[Distribution] = []
+    files = Rooted(target.root)
     for site in target.site_dirs:
-        dists.extend(scan_site(site, only_containing))
-    conda = scan_conda(target, only_containing)
+        dists.extend(scan_site(site, only_containing, files))
+    conda = scan_conda(target, only_containing, files)
     if not conda:
         return dists
     owned = {d.metadata_dir for d in conda}
     return [d for d in dists if d.metadata_dir not in owned] + conda
 
 
-def scan_conda(target: Target, only_containing: str | None = None) -> list[Distribution]:
+def scan_conda(
+    target: Target, only_containing: str | None = None, files: Rooted = HOST
+) -> list[Distribution]:
     """The conda packages of TARGET's prefix (``conda-meta/*.json``), sorted by file name."""
     meta = os.path.join(target.prefix, "conda-meta")
-    names = _listing(meta, (".json",))
+    names = _listing(meta, (".json",), files)
     if not names:
         return []
     site = next(
         (s for s in target.site_dirs if s.prefix == target.prefix and not s.inherited),
-        SiteDir(target.prefix, target.prefix),
+        SiteDir(target.prefix, target.prefix, root=target.root),
     )
     dists = []
     for name in names:
         path = os.path.join(meta, name)
-        record = _conda_record(path)
+        record = _conda_record(path, files)
         if isinstance(record, dict) and record.get("name"):
-            dists.append(_conda_dist(site, target.prefix, path, record))
+            dists.append(_conda_dist(site, target.prefix, path, record, files))
     if only_containing is not None:
         dists = [_only(d, only_containing) for d in dists]
     return dists
 
 
-def _conda_record(path: str) -> object:
+def _conda_record(path: str, files: Rooted = HOST) -> object:
     """A conda-meta record as conda reads it (UTF-8 text, then JSON). conda refuses an
     environment with a record it cannot read (CorruptedEnvironmentError): so does libdoctor."""
     try:
-        return json.loads((_read(path) or b"").decode("utf-8"))
+        return json.loads((_read(path, files) or b"").decode("utf-8"))
     except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError both
         raise TargetError(
             f"{path} is not a conda record ({exc}); conda refuses this environment too "
@@ -335,12 +344,14 @@ def _conda_record(path: str) -> object:
         ) from None
 
 
-def _conda_dist(site: SiteDir, prefix: str, path: str, record: dict[str, object]) -> Distribution:
+def _conda_dist(
+    site: SiteDir, prefix: str, path: str, record: dict[str, object], files: Rooted = HOST
+) -> Distribution:
     entries = tuple(_conda_entries(record))
     python = _python_metadata_dir(prefix, entries)
     meta = Metadata(str(record["name"]), str(record.get("version", "")), ())
     if python is not None:
-        found = _read_metadata(os.path.join(python, "METADATA"))
+        found = _read_metadata(os.path.join(python, "METADATA"), None, files)
         meta = replace(found, name=found.name or meta.name, version=found.version or meta.version)
     return Distribution(
         name=meta.name,

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from libdoctor.environment.distributions import Distribution, scan_target
 from libdoctor.environment.record import RecordEntry
+from libdoctor.environment.rooted import HOST, Rooted
 from libdoctor.environment.target import Target
 
 
@@ -58,24 +59,24 @@ GUARD_DIR = ".libdoctor-guard"  # where `libdoctor guard install` keeps a bin/ d
 GUARD_MARKER = b"# libdoctor guard wrapper"  # on the second line of each wrapper it writes
 
 
-def guard_stand_ins(prefixes: Iterable[str]) -> dict[str, str]:
+def guard_stand_ins(prefixes: Iterable[str], files: Rooted = HOST) -> dict[str, str]:
     """``bin/pip`` -> ``bin/.libdoctor-guard/pip`` for each script the guard wrapped (and
     that is still its wrapper: a pip that rewrote its script is judged as it is). One
-    ``stat`` per prefix when nothing is guarded."""
+    ``stat`` per prefix when nothing is guarded. FILES: the system they are read in."""
     out: dict[str, str] = {}
     for prefix in prefixes:
         bin_dir = os.path.join(prefix, "bin")
         guard = os.path.join(bin_dir, GUARD_DIR)
-        if not os.path.isdir(guard):
+        if not files.isdir(guard):
             continue
-        for name in os.listdir(guard):
+        for name in files.listdir(guard):
             wrapper = os.path.join(bin_dir, name)
             try:
-                with open(wrapper, "rb") as handle:
+                with files.open(wrapper, "rb") as handle:
                     head = handle.read(512)
             except OSError:
                 continue
-            if GUARD_MARKER in head and os.path.lexists(os.path.join(guard, name)):
+            if GUARD_MARKER in head and files.lexists(os.path.join(guard, name)):
                 out[wrapper] = os.path.join(guard, name)
     return out
 
@@ -131,16 +132,17 @@ class RealParents:
     do not exist (yet) are taken as written. Not a value: it caches what the disk said.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, files: Rooted = HOST) -> None:
         self._known: dict[str, tuple[str, str | None]] = {}
         self._real: dict[str, str] = {}
+        self._files = files
 
     def escape(self, path: str, prefix: str) -> str | None:
         """The symlinked directory through which PATH (inside PREFIX as written) leaves the
         prefix's real location, or None."""
         real = self._real.get(prefix)
         if real is None:
-            real = self._real[prefix] = os.path.realpath(prefix)
+            real = self._real[prefix] = self._files.realpath(prefix)
         return self._resolve(os.path.dirname(path), prefix, real)[1]
 
     def _resolve(self, directory: str, prefix: str, real: str) -> tuple[str, str | None]:
@@ -149,12 +151,12 @@ class RealParents:
         if known is not None:
             return known
         if directory == prefix or not is_inside(directory, prefix):
-            found: tuple[str, str | None] = (os.path.realpath(directory), None)
+            found: tuple[str, str | None] = (self._files.realpath(directory), None)
         else:
             parent_real, link = self._resolve(os.path.dirname(directory), prefix, real)
             here = os.path.join(parent_real, os.path.basename(directory))
-            if link is None and os.path.islink(here):
-                here = os.path.realpath(here)
+            if link is None and self._files.islink(here):
+                here = self._files.realpath(here)
                 if not is_inside(here, real):
                     link = directory
             found = (here, link)
@@ -162,7 +164,7 @@ class RealParents:
         return found
 
 
-def _has_symlinked_dir(claims: list[Claim], prefix: str, checked: set[str]) -> bool:
+def _has_symlinked_dir(claims: list[Claim], prefix: str, checked: set[str], files: Rooted) -> bool:
     """Whether any directory holding a claimed path, or one above it inside PREFIX, is a
     symlink: one ``lstat`` per directory, the common answer (no) without a per-path step.
     CHECKED holds the directories already found not to be links (shared by every
@@ -175,7 +177,7 @@ def _has_symlinked_dir(claims: list[Claim], prefix: str, checked: set[str]) -> b
         if fresh and is_inside(parent, prefix):
             dirs.add(parent)
             todo.append(parent)
-    islink = os.path.islink
+    islink = os.path.islink if files.is_host else files.islink
     if any(islink(d) for d in dirs if d != prefix):
         return True
     checked |= dirs
@@ -207,7 +209,8 @@ def build_environment(
     claims: dict[str, tuple[Claim, ...]] = {}
     by_dist: dict[str, tuple[Claim, ...]] = {}
     escaping: list[EscapingPath] = []
-    parents = RealParents()
+    files = Rooted(target.root)
+    parents = RealParents(files)
     checked: dict[str, set[str]] = {}  # prefix -> its directories known not to be links
     left: dict[str, str | None] = {}  # parent directory -> the link it leaves through
     new = tuple.__new__  # Claim(...) without the Python-level __new__ frame: 22k calls
@@ -231,7 +234,7 @@ def build_environment(
                     continue
             own.append(new(Claim, (dist, entry, path)))
         if _has_symlinked_dir(
-            own, prefix, checked.setdefault(prefix, set())
+            own, prefix, checked.setdefault(prefix, set()), files
         ):  # rare: then every path is checked precisely
             own, through = _split_escaping(own, prefix, parents, left)
             escaping += through
@@ -245,5 +248,5 @@ def build_environment(
         claims=claims,
         escaping=tuple(escaping),
         by_dist=by_dist,
-        stand_ins=guard_stand_ins({d.site.prefix for d in dists}),
+        stand_ins=guard_stand_ins({d.site.prefix for d in dists}, files),
     )

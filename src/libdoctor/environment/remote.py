@@ -13,16 +13,27 @@ network. urllib only: proxies (``*_proxy``, ``no_proxy``) and certificates (``SS
 as urllib takes them by default; credentials from the URL's userinfo, or from an index URL on
 the same host (pip's report names files without them), sent as basic auth and never along a
 redirect. Every failure is one ``LibdoctorError`` line.
+
+A server is not trusted to be honest or quick: no answer is read past the bytes asked for,
+a full download stops at ``MAX_DOWNLOAD``, the zip's directory and members at the bounds
+``environment.wheel`` sets, and one wheel, every request and wait included, at ``DEADLINE``
+(each receive waits at most ``TIMEOUT`` and never past it, so a server trickling a byte
+every few seconds is cut off too).
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
+import http.client
+import io
 import json
 import os
 import re
+import socket
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -35,7 +46,12 @@ from typing import Any, BinaryIO, Literal, cast
 from libdoctor import __version__
 from libdoctor.environment.distributions import canonicalize_name
 from libdoctor.environment.record import RecordEntry
-from libdoctor.environment.wheel import WheelFile, dist_info_members, wheel_from_archive
+from libdoctor.environment.wheel import (
+    WheelFile,
+    dist_info_members,
+    open_wheel,
+    wheel_from_archive,
+)
 from libdoctor.errors import LibdoctorError
 
 __all__ = ["Http", "RangeFile", "RemoteRead", "cached_wheel", "read_remote_wheel"]
@@ -45,6 +61,8 @@ BLOCK = 64 * 1024  # the least one read on demand fetches
 GAP = 256 * 1024  # wanted ranges closer than this are fetched in one request
 SLACK = 1024  # a local header's extra field may be longer than the central directory's
 TIMEOUT = 60.0  # seconds without a byte before a request fails
+DEADLINE = 600.0  # seconds one wheel may take in all: every request, wait and download
+MAX_DOWNLOAD = 8 << 30  # bytes of a full download (a server that refuses ranges)
 _CHUNK = 1 << 20
 _FORMAT = 1  # of the cache files
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -116,13 +134,132 @@ def _origin(url: str) -> tuple[str, str, int | None] | None:
         return None
 
 
-class Http:
-    """GET requests for one URL through urllib's default handlers; counts what came."""
+class _Deadline:
+    """When one wheel's reading must be over: ``DEADLINE`` seconds from its first request."""
 
-    def __init__(self, url: str, credentials: Iterable[str] = (), timeout: float = TIMEOUT):
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+
+    def wait(self, timeout: float) -> float:
+        """How long the next receive or send may wait: TIMEOUT, cut to what is left."""
+        left = self.end - time.monotonic()
+        if left <= 0:
+            raise self.passed()
+        return min(timeout, left)
+
+    def passed(self) -> TimeoutError:
+        return TimeoutError(
+            f"not read within the {self.seconds:g} s one wheel may take in all (DEADLINE)"
+        )
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A socket's reading side whose every receive ends by the deadline."""
+
+    def __init__(self, sock: socket.socket, deadline: _Deadline, timeout: float) -> None:
+        super().__init__()
+        self._sock, self._deadline, self._timeout = sock, deadline, timeout
+        self._raw = sock.makefile("rb", buffering=0)  # socket.makefile's close refcount
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        self._sock.settimeout(self._deadline.wait(self._timeout))
+        try:
+            return self._raw.readinto(buffer)
+        except TimeoutError:
+            if time.monotonic() >= self._deadline.end:
+                raise self._deadline.passed() from None
+            raise
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class _DeadlineSocket:
+    """A connected socket (plain or TLS) as http.client uses it, every wait on it bounded
+    by TIMEOUT and by the wheel's deadline."""
+
+    def __init__(self, sock: socket.socket, deadline: _Deadline, timeout: float) -> None:
+        self._sock, self._deadline, self._timeout = sock, deadline, timeout
+
+    def makefile(self, mode: str = "rb", *_args: Any, **_kwargs: Any) -> io.BufferedReader:
+        return io.BufferedReader(_DeadlineReader(self._sock, self._deadline, self._timeout))
+
+    def sendall(self, data: bytes) -> None:
+        self._sock.settimeout(self._deadline.wait(self._timeout))
+        self._sock.sendall(data)
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+class _Bounded:
+    """An HTTP(S) connection whose socket, once connected (through a proxy's tunnel and the
+    TLS handshake, when there are), is a ``_DeadlineSocket``."""
+
+    sock: Any
+
+    def __init__(self, *args: Any, deadline: _Deadline, per_read: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline, self._per_read = deadline, per_read
+
+    def connect(self) -> None:
+        super().connect()  # type: ignore[misc]
+        self.sock = _DeadlineSocket(self.sock, self._deadline, self._per_read)
+
+
+class _Connection(_Bounded, http.client.HTTPConnection):
+    pass
+
+
+class _TLSConnection(_Bounded, http.client.HTTPSConnection):
+    pass
+
+
+class _BoundedHandler:
+    """What urllib opens HTTP(S) connections with: ``_Bounded`` ones, for one deadline."""
+
+    def __init__(self, deadline: _Deadline, per_read: float) -> None:
+        super().__init__()
+        self.deadline, self.per_read = deadline, per_read
+
+
+class _Handler(_BoundedHandler, urllib.request.HTTPHandler):
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        bounded = functools.partial(_Connection, deadline=self.deadline, per_read=self.per_read)
+        return self.do_open(bounded, req)
+
+
+class _TLSHandler(_BoundedHandler, urllib.request.HTTPSHandler):
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        bounded = functools.partial(_TLSConnection, deadline=self.deadline, per_read=self.per_read)
+        return self.do_open(bounded, req)
+
+
+class Http:
+    """GET requests for one URL through urllib's default handlers, every one of them within
+    one deadline; counts what came."""
+
+    def __init__(
+        self,
+        url: str,
+        credentials: Iterable[str] = (),
+        timeout: float = TIMEOUT,
+        deadline: float = DEADLINE,
+    ):
         self.url, self._auth = _authorization(url, credentials)
         self._timeout = timeout
-        self._opener = urllib.request.build_opener()
+        self._deadline = _Deadline(deadline)
+        self._opener = urllib.request.build_opener(
+            _Handler(self._deadline, timeout), _TLSHandler(self._deadline, timeout)
+        )
         self.requests = 0
         self.fetched = 0
 
@@ -138,7 +275,8 @@ class Http:
             request.add_unredirected_header("Authorization", self._auth)
         self.requests += 1
         try:
-            return cast(HTTPResponse, self._opener.open(request, timeout=self._timeout))
+            timeout = self._deadline.wait(self._timeout)  # the connect, before any socket
+            return cast(HTTPResponse, self._opener.open(request, timeout=timeout))
         except urllib.error.HTTPError as exc:
             exc.close()
             if exc.code == 416 and byte_range is not None:
@@ -150,9 +288,14 @@ class Http:
             raise self.fail(_describe(exc)) from None
 
     def body(self, response: HTTPResponse, expected: int) -> bytes:
-        """The whole body of RESPONSE, which must be EXPECTED bytes long."""
+        """The body of RESPONSE, which must be EXPECTED bytes long: never more is read (a
+        server that sends more, or announces more, is refused after EXPECTED + 1)."""
+        announced = response.headers.get("Content-Length")
         try:
-            data = response.read()
+            if announced is not None and announced.strip() != str(expected):
+                raise self.fail(f"the server announced {announced} bytes for {expected} asked for")
+            data = response.read(expected)
+            more = response.read(1) if len(data) == expected else b""
         except IncompleteRead as exc:
             self.fetched += len(exc.partial)
             raise self.fail(
@@ -162,7 +305,9 @@ class Http:
             raise self.fail(_describe(exc)) from None
         finally:
             response.close()
-        self.fetched += len(data)
+        self.fetched += len(data) + len(more)
+        if more:
+            raise self.fail(f"the server sent more than the {expected} bytes asked for")
         if len(data) != expected:
             raise self.fail(f"the connection closed after {len(data)} of {expected} bytes")
         return data
@@ -308,17 +453,19 @@ def read_remote_wheel(
     cache_dir: str | None = None,
     credentials: Sequence[str] = (),
     timeout: float = TIMEOUT,
+    deadline: float = DEADLINE,
 ) -> RemoteRead:
     """The wheel at URL (its central directory, METADATA and RECORD), by range requests.
 
     SHA256 is the index's digest of the whole file: the cache key, and what a full download
     (when the server refuses ranges) is checked against. CREDENTIALS are index URLs whose
-    userinfo is sent to a URL on the same host.
+    userinfo is sent to a URL on the same host. TIMEOUT bounds each wait for a byte,
+    DEADLINE the whole read.
     """
     cached = cached_wheel(cache_dir, sha256, url)
     if cached is not None:
         return cached
-    conn = Http(url, credentials, timeout)
+    conn = Http(url, credentials, timeout, deadline)
     try:
         read = _read_by_range(conn)
     except _RangesRefused as refused:
@@ -338,7 +485,7 @@ def _read_by_range(conn: Http) -> RemoteRead:
     start, end, size = got
     file = RangeFile(conn, size, start, conn.body(response, end - start))
     try:
-        with zipfile.ZipFile(file) as archive:
+        with open_wheel(cast(BinaryIO, file), conn.url) as archive:
             _, wanted = dist_info_members(archive, conn.url)
             file.prefetch(_member_range(info) for info in wanted)
             wheel = wheel_from_archive(archive, conn.url)
@@ -379,7 +526,7 @@ def _download(
             )
         size = os.path.getsize(temp)
         try:
-            with zipfile.ZipFile(temp) as archive:
+            with open(temp, "rb") as handle, open_wheel(handle, conn.url) as archive:
                 wheel = wheel_from_archive(archive, conn.url)
         except (zipfile.BadZipFile, OSError, EOFError) as exc:
             raise conn.fail(_describe(exc)) from None
@@ -389,10 +536,13 @@ def _download(
 
 
 def _stream(conn: Http, response: HTTPResponse, out: BinaryIO) -> str:
-    """Copy RESPONSE's body into OUT; its sha256 (hex)."""
+    """Copy RESPONSE's body into OUT, as far as ``MAX_DOWNLOAD``; its sha256 (hex)."""
     digest = hashlib.sha256()
     expected = response.headers.get("Content-Length")
     received = 0
+    if expected is not None and expected.isdigit() and int(expected) > MAX_DOWNLOAD:
+        response.close()
+        raise conn.fail(_too_big(f"the server announces {int(expected):,} bytes"))
     try:
         with response:
             while chunk := response.read(_CHUNK):
@@ -400,6 +550,8 @@ def _stream(conn: Http, response: HTTPResponse, out: BinaryIO) -> str:
                 out.write(chunk)
                 received += len(chunk)
                 conn.fetched += len(chunk)
+                if received > MAX_DOWNLOAD:
+                    raise conn.fail(_too_big(f"the download passed {received:,} bytes"))
     except IncompleteRead as exc:
         raise conn.fail(
             f"the connection closed after {received + len(exc.partial)} bytes"
@@ -409,6 +561,10 @@ def _stream(conn: Http, response: HTTPResponse, out: BinaryIO) -> str:
     if expected is not None and expected.isdigit() and int(expected) != received:
         raise conn.fail(f"the connection closed after {received} of {expected} bytes")
     return digest.hexdigest()
+
+
+def _too_big(what: str) -> str:
+    return f"{what}, over the {MAX_DOWNLOAD:,} a wheel's download may have (MAX_DOWNLOAD)"
 
 
 # --------------------------------------------------------------------------- the cache

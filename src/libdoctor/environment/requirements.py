@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from libdoctor.environment.distributions import Distribution, canonicalize_name
+from libdoctor.environment.rooted import Rooted
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -355,7 +356,7 @@ class RequirementIndex:
     def extras(self, dist: Distribution) -> list[ActiveExtra]:
         """The extras DIST is installed with, requested or inferred, with the evidence."""
         self._follow_inferred()
-        direct = os.path.exists(os.path.join(dist.metadata_dir, "REQUESTED"))
+        direct = Rooted(dist.site.root).exists(os.path.join(dist.metadata_dir, "REQUESTED"))
         return [
             ActiveExtra(dist, key[1], tuple(by), key in self._inferred, direct)
             for key, by in sorted(self._extras.items())

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from libdoctor.environment.metadata import parse_wheel_tags
-from libdoctor.environment.paths import realpath_under
+from libdoctor.environment.rooted import HOST, Rooted
 from libdoctor.errors import TargetError
 
 _PYDIR = re.compile(r"^python(\d+)\.(\d+)t?$")
@@ -39,6 +39,7 @@ class SiteDir:
     inherited: bool = (
         False  # True for the base interpreter's site-packages (include-system-site-packages)
     )
+    root: str = "/"  # the system its files are read in (``--root``): see ``Target.root``
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,15 +65,15 @@ class Target:
     @property
     def is_venv(self) -> bool:
         """A venv: pip refuses to delete RECORD paths outside it (elsewhere it deletes them)."""
-        return os.path.isfile(os.path.join(self.prefix, "pyvenv.cfg"))
+        return Rooted(self.root).isfile(os.path.join(self.prefix, "pyvenv.cfg"))
 
 
-def read_pyvenv_cfg(prefix: Path) -> dict[str, str] | None:
+def read_pyvenv_cfg(prefix: Path, files: Rooted = HOST) -> dict[str, str] | None:
     """pyvenv.cfg as CPython's ``site.venv()`` reads it: each line holding ``=`` is a key
     (stripped, lower-cased) and a value (stripped), the last of a key winning; lines end
     where a text file's do (LF, CR LF, CR), not at str.splitlines()' other separators."""
     try:
-        text = (prefix / "pyvenv.cfg").read_text("utf-8", "surrogateescape")
+        text = files.read(prefix / "pyvenv.cfg").decode("utf-8", "surrogateescape")
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
@@ -100,14 +101,14 @@ def _version_from_cfg(cfg: Mapping[str, str]) -> tuple[int, int] | None:
 
 
 def _layout_site_dirs(
-    prefix: Path, version: tuple[int, int] | None
+    prefix: Path, version: tuple[int, int] | None, files: Rooted = HOST
 ) -> tuple[list[Path], tuple[int, int] | None]:
     """site-packages dirs of a POSIX or Windows prefix, deduplicated by real path."""
     found: list[tuple[tuple[int, int] | None, Path]] = []
     for libname in ("lib", "lib64"):
         libdir = prefix / libname
         try:
-            children = sorted(os.listdir(libdir))
+            children = sorted(files.listdir(libdir))
         except OSError:
             continue
         for child in children:
@@ -115,12 +116,12 @@ def _layout_site_dirs(
             if match:
                 for site_name in _SITE_NAMES:
                     candidate = libdir / child / site_name
-                    if candidate.is_dir():
+                    if files.isdir(candidate):
                         found.append(((int(match[1]), int(match[2])), candidate))
-        if (libdir / "python3" / "dist-packages").is_dir():
+        if files.isdir(libdir / "python3" / "dist-packages"):
             found.append((None, libdir / "python3" / "dist-packages"))
     windows = prefix / "Lib" / "site-packages"
-    if windows.is_dir():
+    if files.isdir(windows):
         found.append((None, windows))
     versions = {v for v, _ in found if v is not None}
     if version is None and len(versions) == 1:
@@ -130,26 +131,27 @@ def _layout_site_dirs(
     for v, path in found:
         if version is not None and v is not None and v != version:
             continue
-        real = os.path.realpath(path)
+        real = files.realpath(path)
         if real not in seen:
             seen.add(real)
             chosen.append(path)
     return chosen, version
 
 
-def find_python(prefix: Path, version: tuple[int, int] | None) -> str | None:
+def find_python(prefix: Path, version: tuple[int, int] | None, files: Rooted = HOST) -> str | None:
     """PREFIX's own interpreter: a venv's ``bin/python`` as it is, anything else resolved to
-    the real binary (``python`` may name another version outside a venv: ``pythonX.Y`` first)."""
+    the real binary (``python`` may name another version outside a venv: ``pythonX.Y`` first).
+    FILES: the system it is found in (inside a root, a name there: ``/usr/bin/python3.11``)."""
     names = ["python", "python3"]
     if version:
         exact = f"python{version[0]}.{version[1]}"
-        names = [*names, exact] if (prefix / "pyvenv.cfg").is_file() else [exact, *names]
+        names = [*names, exact] if files.isfile(prefix / "pyvenv.cfg") else [exact, *names]
     for bindir in ("bin", "Scripts", ""):
         for name in names:
             for suffix in ("", ".exe"):
                 candidate = prefix / bindir / (name + suffix)
-                if os.path.lexists(candidate):
-                    return resolve_interpreter(str(candidate)) or str(candidate)
+                if files.lexists(candidate):
+                    return resolve_interpreter(str(candidate), files=files) or str(candidate)
     return None
 
 
@@ -158,36 +160,44 @@ def find_python(prefix: Path, version: tuple[int, int] | None) -> str | None:
 _MAX_HOPS = 40
 
 
-def _venv_python(path: str) -> bool:
+def _venv_python(path: str, files: Rooted = HOST) -> bool:
     """PATH is a venv's interpreter: pyvenv.cfg beside it or one level up (CPython's rule)."""
     here = os.path.dirname(path)
-    return any(os.path.isfile(os.path.join(d, "pyvenv.cfg")) for d in (here, os.path.dirname(here)))
+    return any(files.isfile(os.path.join(d, "pyvenv.cfg")) for d in (here, os.path.dirname(here)))
 
 
 def resolve_interpreter(
-    path: str, environ: Mapping[str, str] | None = None, cwd: str | None = None
+    path: str,
+    environ: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    files: Rooted = HOST,
 ) -> str | None:
     """The real interpreter binary PATH stands for, read from the file system (nothing runs).
 
     A venv's own interpreter is kept as it is: pip run by it installs into the venv, while its
     symlink target would install into the base. Symlinks are followed one hop at a time (so a
-    link to a venv's python stops there); a pyenv shim is read through pyenv's layout. None
-    for a script libdoctor cannot see through, or a path that does not exist.
+    link to a venv's python stops there); a pyenv shim is read through pyenv's layout (not
+    inside a root, FILES: pyenv there is not the caller's). None for a script libdoctor
+    cannot see through, or a path that does not exist.
     """
     current = os.path.abspath(path)
     for _ in range(_MAX_HOPS):
-        if _venv_python(current):
+        if _venv_python(current, files):
             return current
-        if os.path.islink(current):
-            current = os.path.normpath(os.path.join(os.path.dirname(current), os.readlink(current)))
+        if files.islink(current):
+            current = os.path.normpath(
+                os.path.join(os.path.dirname(current), files.readlink(current))
+            )
             continue
         try:
-            with open(current, "rb") as f:
+            with files.open(current, "rb") as f:
                 head = f.read(4096)
         except OSError:
             return None
         if not head.startswith(b"#!"):
             return current
+        if not files.is_host:
+            return None
         shim = _pyenv_shim_target(
             current,
             head.decode("utf-8", "replace"),
@@ -285,55 +295,56 @@ def prefix_of_site_dir(site: Path) -> Path:
     return site
 
 
-def from_directory(path: Path, chosen_by: str) -> Target:
-    if not path.exists():
+def from_directory(path: Path, chosen_by: str, files: Rooted = HOST) -> Target:
+    """The environment at PATH; FILES: the system it is read in (``under_root``)."""
+    if not files.exists(path):
         raise TargetError(f"target {path} does not exist")
-    if not path.is_dir():
+    if not files.isdir(path):
         raise TargetError(f"target {path} is not a directory")
     # One identity for the target, from here on: ``..`` and symlinks resolved once, so the
     # model, the backup listing and every message name each file the same way.
-    prefix = Path(os.path.realpath(path))
-    cfg = read_pyvenv_cfg(prefix)
+    prefix = Path(files.realpath(path))
+    cfg = read_pyvenv_cfg(prefix, files)
     version = _version_from_cfg(cfg) if cfg else None
-    site_paths, version = _layout_site_dirs(prefix, version)
+    site_paths, version = _layout_site_dirs(prefix, version, files)
     if not site_paths:
-        if _looks_like_site_dir(prefix):
-            return _from_site_dir(prefix, chosen_by)
+        if _looks_like_site_dir(prefix, files):
+            return _from_site_dir(prefix, chosen_by, files)
         raise TargetError(f"no Python environment found at {path} (no site-packages directory)")
     sites = [SiteDir(str(p), str(prefix)) for p in site_paths]
     if cfg is not None and includes_system_site(cfg):
         base = _base_prefix(cfg)
+        base = None if base is None else Path(files.host(base))  # the root's, inside one
         if base is not None and base != prefix:
-            base_sites, _ = _layout_site_dirs(base, version)
+            base_sites, _ = _layout_site_dirs(base, version, files)
             sites.extend(SiteDir(str(p), str(base), inherited=True) for p in base_sites)
     return Target(
         prefix=str(prefix),
-        python=find_python(prefix, version),
+        python=find_python(prefix, version, files),
         site_dirs=tuple(sites),
         chosen_by=chosen_by,
         python_version=version,
     )
 
 
-def _looks_like_site_dir(path: Path) -> bool:
+def _looks_like_site_dir(path: Path, files: Rooted) -> bool:
     if path.name in _SITE_NAMES:
         return True
     try:
-        with os.scandir(path) as entries:
-            return any(e.name.endswith((".dist-info", ".egg-info")) for e in entries)
+        return any(n.endswith((".dist-info", ".egg-info")) for n in files.listdir(path))
     except OSError:
         return False
 
 
-def _from_site_dir(site: Path, chosen_by: str) -> Target:
+def _from_site_dir(site: Path, chosen_by: str, files: Rooted) -> Target:
     prefix = prefix_of_site_dir(site)
     if prefix == site:
-        return _from_target_folder(site, chosen_by)
+        return _from_target_folder(site, chosen_by, files)
     match = _PYDIR.match(site.parent.name)
     version = (int(match[1]), int(match[2])) if match else None
     return Target(
         prefix=str(prefix),
-        python=find_python(prefix, version),
+        python=find_python(prefix, version, files),
         site_dirs=(SiteDir(str(site), str(prefix)),),
         chosen_by=chosen_by,
         python_version=version,
@@ -375,25 +386,25 @@ _SUFFIX_VERSION = re.compile(r"^\.(?:cpython-|pypy)(\d)(\d+)")
 _PYTAG = re.compile(r"^(py|cp|pp)(\d)(\d*)$")
 
 
-def read_built_for(folder: Path) -> BuiltFor:
+def read_built_for(folder: Path, files: Rooted = HOST) -> BuiltFor:
     """The WHEEL tags and extension suffixes of every dist-info in FOLDER (unreadable: none)."""
     tags: list[tuple[str, tuple[str, ...]]] = []
     suffixes: set[str] = set()
     try:
-        names = sorted(n for n in os.listdir(folder) if n.endswith(".dist-info"))
+        names = sorted(n for n in files.listdir(folder) if n.endswith(".dist-info"))
     except OSError:
         names = []
     for name in names:
-        wheel = _read_text(folder / name / "WHEEL")
+        wheel = _read_text(folder / name / "WHEEL", files)
         if wheel:
             tags.append((name, tuple(x for t in parse_wheel_tags(wheel) for x in _expand(t))))
-        suffixes.update(_SUFFIX.findall(_read_text(folder / name / "RECORD")))
+        suffixes.update(_SUFFIX.findall(_read_text(folder / name / "RECORD", files)))
     return BuiltFor(tuple(tags), tuple(sorted(suffixes)))
 
 
-def _read_text(path: Path) -> str:
+def _read_text(path: Path, files: Rooted) -> str:
     try:
-        return path.read_text("utf-8", "replace")
+        return files.read(path).decode("utf-8", "replace")
     except OSError:
         return ""
 
@@ -468,8 +479,8 @@ def mismatch(built: BuiltFor, interp: Interpreter) -> str | None:
     return None
 
 
-def _from_target_folder(folder: Path, chosen_by: str) -> Target:
-    built = read_built_for(folder)
+def _from_target_folder(folder: Path, chosen_by: str, files: Rooted = HOST) -> Target:
+    built = read_built_for(folder, files)
     return Target(
         prefix=str(folder),
         python=None,
@@ -623,19 +634,14 @@ def under_root(root: str, target: str) -> Target:
     base = os.path.realpath(root)
     if not os.path.isdir(base):
         raise TargetError(f"--root {root} is not a directory")
-    found = from_directory(Path(realpath_under(base, target)), "argument")
-
-    def inside(path: str) -> str:
-        return path if os.path.commonpath([path, base]) == base else realpath_under(base, path)
-
-    sites = tuple(
-        replace(site, path=inside(site.path), prefix=inside(site.prefix))
-        for site in found.site_dirs
-    )
-    python = inside(found.python) if found.python is not None else None
+    files = Rooted(base)
+    found = from_directory(Path(files.host(target)), "argument", files)
+    python = found.python  # a venv's own python stays as it is, a name in the root resolved
+    if python is not None and not python.startswith(base + os.sep):
+        python = files.host(python)
     return replace(
         found,
-        site_dirs=tuple(s for s in sites if os.path.isdir(s.path)),
+        site_dirs=tuple(replace(s, root=base) for s in found.site_dirs if files.isdir(s.path)),
         python=python,
         root=base,
     )

@@ -15,7 +15,7 @@ from typing import Literal, Protocol
 
 from libdoctor.elf.dynamic import ElfFormatError, ElfInfo, read_elf
 from libdoctor.elf.rodata import read_library_strings
-from libdoctor.environment.paths import name_inside, realpath_under
+from libdoctor.environment.rooted import Rooted
 
 __all__ = [
     "EHDR64_SIZE",
@@ -150,10 +150,11 @@ class RootedFS(RealFS):
     def __init__(self, root: str) -> None:
         super().__init__()
         self.root = os.path.normpath(root)
+        self._rooted = Rooted(self.root)
 
     def inside(self, path: str) -> str:
         """PATH on this machine, resolved in ROOT (a path outside ROOT is taken as ROOT's)."""
-        return realpath_under(self.root, name_inside(self.root, path))
+        return self._rooted.host(path)
 
     def entries(self, directory: str) -> frozenset[str] | None:
         return super().entries(self.inside(directory))

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.model import Environment
+from libdoctor.environment.rooted import Rooted
 
 __all__ = ["SEARCHES", "RuntimeHit", "RuntimeSearch", "runtime_search"]
 
@@ -63,7 +64,7 @@ def _pathfinder_catalog(dist: Distribution) -> Catalog:
     installed cuda-pathfinder: which sonames it loads, from which directories."""
     path = os.path.join(dist.base_dir, _PATHFINDER_CATALOG)
     try:
-        with open(path, "rb") as handle:
+        with Rooted(dist.site.root).open(path, "rb") as handle:
             tree = ast.parse(handle.read(), path)
     except (OSError, SyntaxError, ValueError):
         return {}

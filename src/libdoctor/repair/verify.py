@@ -12,18 +12,22 @@ from __future__ import annotations
 import os
 import re
 import zipfile
-import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from libdoctor.bounded import MAX_SMALL_FILE_BYTES
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, canonicalize_name
 from libdoctor.environment.metadata import script_names
 from libdoctor.environment.model import Environment
 from libdoctor.environment.paths import display, is_bytecode
-from libdoctor.environment.wheel import WheelFile, read_wheel, wheel_distribution
+from libdoctor.environment.wheel import (
+    WheelFile,
+    open_wheel,
+    read_member,
+    read_wheel,
+    wheel_distribution,
+)
 from libdoctor.errors import LibdoctorError
 
 __all__ = ["Verification", "local_wheels", "verify_reinstall", "wheel_for"]
@@ -95,18 +99,15 @@ def _missing(dist: Distribution, env: Environment, disk: Disk) -> tuple[str, ...
 
 def _scripts(wheel: WheelFile, bindir: str) -> set[str]:
     """The console and GUI scripts the installer generates from the wheel's entry points
-    (entry_points.txt read as importlib.metadata reads it, as pip does)."""
+    (entry_points.txt read as importlib.metadata reads it, as pip does; inflated within
+    MAX_MEMBER_BYTES)."""
+    name = f"{wheel.dist_info}/entry_points.txt"
     try:
-        with (
-            zipfile.ZipFile(wheel.path) as archive,
-            archive.open(f"{wheel.dist_info}/entry_points.txt") as member,
-        ):
-            data = member.read(MAX_SMALL_FILE_BYTES + 1)  # inflated up to the limit, no more
-    except (KeyError, OSError, ValueError, zipfile.BadZipFile, zlib.error):
+        with open(wheel.path, "rb") as handle, open_wheel(handle, wheel.path) as archive:
+            text = read_member(archive, name, wheel.path).decode("utf-8", "replace")
+    except (KeyError, OSError, zipfile.BadZipFile, LibdoctorError):
         return set()
-    if len(data) > MAX_SMALL_FILE_BYTES:
-        return set()
-    return {os.path.join(bindir, name) for name in script_names(data.decode("utf-8", "replace"))}
+    return {os.path.join(bindir, name) for name in script_names(text)}
 
 
 def _placed(wheel: WheelFile, dist: Distribution, env: Environment) -> set[str]:

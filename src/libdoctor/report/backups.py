@@ -10,6 +10,7 @@ from typing import Any
 from libdoctor.environment.paths import display
 from libdoctor.repair.journal import BackupInfo
 from libdoctor.repair.retention import Usage
+from libdoctor.report.text import text_lines
 
 
 def _mb(n: int) -> str:
@@ -31,7 +32,7 @@ def list_text(
         lines.append(f"      {display(info.command)}")
     total = sum(c.own for _, c in rows)
     lines.append(f"{len(rows)} backups, {_mb(total)} of their own")
-    return "\n".join(lines) + "\n" + _skipped(damaged)
+    return text_lines(lines) + _skipped(damaged)
 
 
 def _skipped(damaged: Sequence[str]) -> str:
@@ -69,4 +70,4 @@ def list_json(
 def removed_text(removed: Sequence[BackupInfo]) -> str:
     if not removed:
         return "Nothing to remove.\n"
-    return "".join(f"removed {i.id} ({display(i.prefix)})\n" for i in removed)
+    return text_lines(f"removed {i.id} ({display(i.prefix)})" for i in removed)

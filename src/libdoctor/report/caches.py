@@ -11,7 +11,7 @@ from libdoctor.environment.paths import display
 from libdoctor.findings import Finding
 from libdoctor.repair.caches import Cleared
 from libdoctor.report.json import render
-from libdoctor.report.text import Line, finding_lines, to_string
+from libdoctor.report.text import Line, finding_lines, text_lines, to_string
 from libdoctor.stack.caches import CacheScan, Entry, Versions, size_text
 
 __all__ = ["cleared_json", "cleared_text", "scan_json", "scan_text"]
@@ -173,7 +173,7 @@ def cleared_text(cleared: Sequence[Cleared], dry_run: bool, restore_args: str = 
             lines.append(f"  backup {item.backup}: `{again}` puts them back")
         elif not dry_run:
             lines.append("  no backup (--no-backup)")
-    return "\n".join(lines) + "\n"
+    return text_lines(lines)
 
 
 def cleared_json(target: dict[str, Any], cleared: Sequence[Cleared], dry_run: bool) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,25 +14,11 @@ from libdoctor.analysis.diff import (
     VersionChange,
 )
 from libdoctor.analysis.snapshot import PORTABLE, FileRow, LibraryRecord, finding_document
-from libdoctor.environment.paths import display
 from libdoctor.report.json import dumps
+from libdoctor.report.text import text_lines
 
 Change = VersionChange | FileChange | FieldChange | LibraryChange | FindingChange
 _FILES_SHOWN = 5  # per distribution, without --verbose
-# What a terminal acts on rather than shows: C0 and C1 controls (ESC starts a sequence that
-# can retitle the window or clear the screen), DEL, and the bidirectional overrides.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def inert(text: str) -> str:
-    """One line of a snapshot's text (a node name, a path) safe to print: each control
-    character as ``\\xNN`` (``\\u202e``), undecodable bytes as ``display`` shows them."""
-    return _CONTROL.sub(_escape, display(text))
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def version_line(change: VersionChange) -> str:
@@ -164,11 +149,10 @@ def diff_text(d: Diff, labels: tuple[str, str], *, verbose: bool = False) -> str
     changes its distributions' names and paths."""
     head = [f"A: {labels[0]}", f"B: {labels[1]}", ""]
     if d.empty:
-        return "\n".join(inert(line) for line in [*head, "no differences"]) + "\n"
+        return text_lines([*head, "no differences"])
     count = d.count()
     tail = ["", f"{count} difference{'s' if count != 1 else ''}"]
-    lines = [*head, *change_lines(d, verbose=verbose), *tail]
-    return "\n".join(inert(line) for line in lines) + "\n"
+    return text_lines([*head, *change_lines(d, verbose=verbose), *tail])
 
 
 # --------------------------------------------------------------------------- JSON

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from libdoctor.analysis.diff import Diff, FleetComparison
-from libdoctor.report.diff import change_lines, diff_dict, inert
+from libdoctor.report.diff import change_lines, diff_dict
 from libdoctor.report.json import dumps
+from libdoctor.report.text import inert, text_lines
 
 _NODES_SHOWN = 6
 _LINES_SHOWN = 20  # per group: the report stays one screen; `libdoctor diff` tells all
@@ -56,7 +57,7 @@ def fleet_text(fleet: FleetComparison, failed: Sequence[tuple[str, str]] = ()) -
         if len(changes) > _LINES_SHOWN:
             more = len(changes) - _LINES_SHOWN
             lines.append(f"  … {more} more lines (`libdoctor diff` of two snapshots lists all)")
-    return "\n".join(lines) + "\n"
+    return text_lines(lines)
 
 
 def fleet_json(fleet: FleetComparison, failed: Sequence[tuple[str, str]] = ()) -> str:

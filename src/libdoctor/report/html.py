@@ -2,8 +2,9 @@
 
 Inline CSS, no script, no external reference of any kind (no font, image or link that would
 be fetched), so the file can be mailed, attached to a CI run or opened offline. Every text
-that comes from the environment (paths, messages, names, commands) is escaped. Pure: values
-in, a string out.
+that comes from the environment (paths, messages, names, commands) is escaped, and inert
+(``report.text.inert``: no control character reaches the page raw). Pure: values in, a
+string out.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from libdoctor.findings import Finding, Severity
 from libdoctor.report.diff import grouped_changes
 from libdoctor.report.fleet import summary
 from libdoctor.report.libraries import short
-from libdoctor.report.text import Line
+from libdoctor.report.text import Line, inert
 from libdoctor.report.tree import render_tree
 
 if TYPE_CHECKING:
@@ -43,12 +44,17 @@ ul.chain li.missing{color:#b00;font-weight:bold}
 """
 
 
+def _text(value: str) -> str:
+    """VALUE as HTML text: escaped, and inert (a control character is spelled ``\\x1b``)."""
+    return escape(inert(value))
+
+
 def page(title: str, body: Sequence[str]) -> str:
     """A whole document around BODY (already escaped HTML fragments)."""
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>{escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        f"<title>{_text(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
         + "\n".join(body)
         + "\n</body>\n</html>\n"
     )
@@ -62,32 +68,32 @@ def lines_html(lines: Sequence[Line]) -> str:
         for text, style in line.spans:
             classes = " ".join(f"s-{word}" for word in style.split())
             spans.append(
-                f'<span class="{classes}">{escape(text)}</span>' if classes else escape(text)
+                f'<span class="{classes}">{_text(text)}</span>' if classes else _text(text)
             )
         out.append("".join(spans))
     return "<pre>" + "\n".join(out) + "</pre>"
 
 
 def _severity(severity: Severity) -> str:
-    return f'<span class="sev {severity.label}">{escape(severity.label)}</span>'
+    return f'<span class="sev {severity.label}">{_text(severity.label)}</span>'
 
 
 def _finding_html(finding: Finding) -> str:
     parts = [
-        f"<h3>{_severity(finding.severity)} <code>{escape(finding.code)}</code></h3>",
-        f"<p>{escape(display(finding.message))}</p>",
+        f"<h3>{_severity(finding.severity)} <code>{_text(finding.code)}</code></h3>",
+        f"<p>{_text(display(finding.message))}</p>",
     ]
     if finding.paths:
-        items = "".join(f"<li><code>{escape(display(p))}</code></li>" for p in finding.paths)
+        items = "".join(f"<li><code>{_text(display(p))}</code></li>" for p in finding.paths)
         count = len(finding.paths)
         parts.append(
             f"<details{' open' if count <= 8 else ''}><summary>{count} "
             f"path{'s' if count != 1 else ''}</summary><ul>{items}</ul></details>"
         )
     if finding.fix is not None:
-        parts.append(f"<p>fix: <code>{escape(display(finding.fix.command))}</code></p>")
+        parts.append(f"<p>fix: <code>{_text(display(finding.fix.command))}</code></p>")
         if finding.fix.note:
-            parts.append(f'<p class="s-dim">{escape(display(finding.fix.note))}</p>')
+            parts.append(f'<p class="s-dim">{_text(display(finding.fix.note))}</p>')
     return "\n".join(parts)
 
 
@@ -103,7 +109,7 @@ def findings_by_distribution(findings: Sequence[Finding]) -> list[str]:
         out.append('<p class="same">No problems found.</p>')
     for key in sorted(groups, key=lambda k: (k == "", k.lower())):
         name = key or "not owned by a distribution"
-        out.append(f'<section class="dist"><h3>{escape(name)}</h3>')
+        out.append(f'<section class="dist"><h3>{_text(name)}</h3>')
         out += [_finding_html(f) for f in groups[key]]
         out.append("</section>")
     return out
@@ -118,16 +124,16 @@ def failing_imports_html(failing: Sequence[FailingImport]) -> list[str]:
     for item in failing:
         env = item.tree.env
         out.append(
-            f"<h3>import <code>{escape(item.module)}</code> fails: "
-            f"<code>{escape(item.library)}</code> not found</h3>"
+            f"<h3>import <code>{_text(item.module)}</code> fails: "
+            f"<code>{_text(item.library)}</code> not found</h3>"
         )
-        links = [f"<li>{escape(short(env, path))}</li>" for path in item.chain]
-        links.append(f'<li class="missing">→ {escape(item.library)}  NOT FOUND</li>')
+        links = [f"<li>{_text(short(env, path))}</li>" for path in item.chain]
+        links.append(f'<li class="missing">→ {_text(item.library)}  NOT FOUND</li>')
         out.append('<ul class="chain">' + "".join(links) + "</ul>")
         tree = render_tree(env, item.tree.closure, item.tree.system)
         out.append(
             "<details><summary>the whole tree</summary><pre>"
-            + escape("\n".join(tree))
+            + "\n".join(_text(line) for line in tree)
             + "</pre></details>"
         )
     return out
@@ -142,8 +148,8 @@ def check_html(
     """``check``'s page: HEADER, the DIAGNOSIS as the text shows it (root causes), the
     findings grouped by distribution, then the library trees of the failing imports."""
     title = header.splitlines()[0] if header else "libdoctor check"
-    body = [f"<h1>{escape(title)}</h1>"]
-    body += [f"<p>{escape(line)}</p>" for line in header.splitlines()[1:]]
+    body = [f"<h1>{_text(title)}</h1>"]
+    body += [f"<p>{_text(line)}</p>" for line in header.splitlines()[1:]]
     body += ["<h2>Diagnosis</h2>", lines_html(diagnosis)]
     body += findings_by_distribution(findings)
     body += failing_imports_html(failing)
@@ -153,8 +159,8 @@ def check_html(
 def _changes_html(groups: Sequence[tuple[str, Sequence[str]]]) -> list[str]:
     out = []
     for heading, details in groups:
-        items = "".join(f"<li>{escape(line)}</li>" for line in details)
-        out.append(f"<h3>{escape(heading)}</h3>" + (f"<ul>{items}</ul>" if items else ""))
+        items = "".join(f"<li>{_text(line)}</li>" for line in details)
+        out.append(f"<h3>{_text(heading)}</h3>" + (f"<ul>{items}</ul>" if items else ""))
     return out
 
 
@@ -162,7 +168,7 @@ def diff_html(d: Diff, labels: tuple[str, str], *, verbose: bool = False) -> str
     """``diff``'s page: A and B, then every change grouped by distribution."""
     body = [
         "<h1>libdoctor diff</h1>",
-        f"<p>A: <code>{escape(labels[0])}</code><br>B: <code>{escape(labels[1])}</code></p>",
+        f"<p>A: <code>{_text(labels[0])}</code><br>B: <code>{_text(labels[1])}</code></p>",
     ]
     if d.empty:
         body.append('<p class="same">No differences.</p>')
@@ -186,19 +192,18 @@ def fleet_table(fleet: FleetComparison, failed: Sequence[tuple[str, str]]) -> st
     head = "".join(f"<th>{k}</th>" for k in ("nodes", *_KINDS, "differences"))
     rows = []
     for group in sorted(fleet.groups, key=lambda g: not g.diff.empty):
-        names = escape(", ".join(group.nodes))
+        names = _text(", ".join(group.nodes))
         if fleet.reference in group.nodes:
             names += " <em>(reference)</em>"
         cells = "".join(f'<td class="n">{n or ""}</td>' for n in _counts(group.diff))
         state = "same" if group.diff.empty else "differs"
         rows.append(
-            f"<tr><td>{names}</td>{cells}"
-            f'<td class="{state}">{escape(summary(group.diff))}</td></tr>'
+            f'<tr><td>{names}</td>{cells}<td class="{state}">{_text(summary(group.diff))}</td></tr>'
         )
     blank = "<td></td>" * len(_KINDS)
     rows += [
-        f'<tr><td>{escape(node)}</td>{blank}<td class="differs">no snapshot: '
-        f"{escape(reason)}</td></tr>"
+        f'<tr><td>{_text(node)}</td>{blank}<td class="differs">no snapshot: '
+        f"{_text(reason)}</td></tr>"
         for node, reason in failed
     ]
     return f"<table><tr>{head}</tr>" + "".join(rows) + "</table>"
@@ -210,10 +215,10 @@ def fleet_html(fleet: FleetComparison, failed: Sequence[tuple[str, str]] = ()) -
     why = "the majority" if fleet.chosen_by == "majority" else "--reference"
     body = [
         "<h1>libdoctor fleet</h1>",
-        f"<p>{total} nodes; reference: <code>{escape(fleet.reference)}</code> ({why})</p>",
+        f"<p>{total} nodes; reference: <code>{_text(fleet.reference)}</code> ({why})</p>",
         fleet_table(fleet, failed),
     ]
     for group in fleet.differing:
-        body.append(f"<h2>{escape(', '.join(group.nodes))}</h2>")
+        body.append(f"<h2>{_text(', '.join(group.nodes))}</h2>")
         body += _changes_html(grouped_changes(group.diff))
     return page("libdoctor fleet", body)

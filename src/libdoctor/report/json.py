@@ -72,8 +72,10 @@ def document(
 
 
 def dumps(document: Mapping[str, Any]) -> str:
-    """The layout all of libdoctor's JSON documents share: indented, ending in a newline."""
-    return json.dumps(document, indent=2) + "\n"
+    """The layout all of libdoctor's JSON documents share: indented, ending in a newline,
+    ASCII, and no raw control byte: json escapes all but DEL, which can only stand in a
+    string here, so its escape keeps every value exact."""
+    return json.dumps(document, indent=2).replace("\x7f", "\\u007f") + "\n"
 
 
 def target_dict(target: Target) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from libdoctor.environment.paths import display
 from libdoctor.report.json import dumps
-from libdoctor.report.text import PATHS_SHOWN
+from libdoctor.report.text import PATHS_SHOWN, text_lines
 
 if TYPE_CHECKING:
     from libdoctor.repair.journal import BackupInfo
@@ -89,7 +89,7 @@ def list_text(root: str, backups: Sequence[BackupInfo], damaged: Sequence[str] =
     if damaged:
         lines.append(f"Skipped {len(damaged)} damaged backup(s), not listed:")
         lines += [f"  {display(why)}" for why in damaged]
-    return "\n".join(lines) + "\n"
+    return text_lines(lines)
 
 
 def _some(paths: Sequence[str], verbose: bool) -> list[str]:
@@ -131,7 +131,7 @@ def result_text(result: RestoreResult, verbose: bool) -> str:
         lines.append(f"Restored with {len(result.problems)} difference(s) left:")
         for path, why in result.problems[: None if verbose else _PROBLEMS_SHOWN]:
             lines.append(f"    {display(path)}: {why}")
-    return "\n".join(lines) + "\n"
+    return text_lines(lines)
 
 
 def _others(result: RestoreResult, verbose: bool) -> list[str]:
@@ -179,4 +179,4 @@ def _refused_text(result: RestoreResult, verbose: bool) -> str:
         "Refused: nothing was changed. `libdoctor restore "
         f"{info.id} --yes` restores anyway (the later versions are kept in the backup).",
     ]
-    return "\n".join(lines) + "\n"
+    return text_lines(lines)

@@ -5,6 +5,7 @@ per finding. A result's location is the finding's first path (for a library find
 extension that needs the library) relative to the target, under the ``TARGET`` base whose
 ``file://`` URI the run names; a path outside the target is an absolute ``file://`` URI. A
 finding without a path points at FALLBACK (the lock file for ``verify --lock``) or the target.
+Like every JSON document libdoctor writes, the log holds no raw control byte.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from typing import Any
 from urllib.parse import quote
 
 from libdoctor import __version__
-from libdoctor.environment.paths import display
 from libdoctor.findings import CODES, Finding, Severity
 from libdoctor.report.json import dumps
+from libdoctor.report.text import inert
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -76,9 +77,11 @@ def result(finding: Finding, prefix: str, fallback: str | None) -> dict[str, Any
 
 
 def message_text(finding: Finding) -> str:
-    text = display(finding.message)
+    """What a viewer shows of FINDING: its message and fix, each made inert (a name's
+    control characters spelled as escapes: a viewer may print it to a terminal)."""
+    text = inert(finding.message)
     if finding.fix is not None:
-        text += f"\nFix: {display(finding.fix.command)}"
+        text += f"\nFix: {inert(finding.fix.command)}"
     return text
 
 

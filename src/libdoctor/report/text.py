@@ -4,12 +4,17 @@ summary line (``report.causes`` lays out check's report from them).
 The report is built as styled lines. On a terminal rich renders them (colour, messages
 wrapped to the width); otherwise they are written plainly, never wrapped, so paths and
 commands stay whole for grep and copy-paste — and rich is not even imported.
+
+Output is inert: a name read from the environment may hold terminal escapes (a file named
+``\x1b]0;pwned\x07``), so every text renderer ends in ``to_string`` or ``text_lines``, which
+spell each control character as its escape (``inert``). Text without one is unchanged.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +25,34 @@ STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: 
 MARK = {Severity.ERROR: "✗", Severity.WARNING: "!", Severity.INFO: "i"}
 TITLE = {Severity.ERROR: "Errors", Severity.WARNING: "Warnings", Severity.INFO: "Info"}
 PATHS_SHOWN = 8
+
+# What a terminal acts on rather than shows: C0, DEL and C1 controls (ESC starts a sequence
+# that can retitle the window or clear the screen, CR rewrites the line), the bidirectional
+# overrides (they reorder what follows), and surrogates (undecodable bytes of a name).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def inert(text: str) -> str:
+    """TEXT safe to print: each control character spelled as its escape (``\\x1b``, ``\\n``),
+    each undecodable byte as ``display`` spells it. Unchanged when there is none."""
+    if _UNSAFE.search(text) is None:
+        return text
+    return _UNSAFE.sub(_escape, display(text))
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match[0]
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def text_lines(lines: Iterable[str]) -> str:
+    """LINES as the text output: each made ``inert``, each ended by a newline."""
+    return "".join(inert(line) + "\n" for line in lines)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +114,7 @@ def summary_line(findings: Sequence[Finding], summary: Mapping[str, Any]) -> Lin
 
 def to_string(lines: Sequence[Line], *, color: bool, width: int | None = None) -> str:
     if not color:
-        return "".join(line.plain + "\n" for line in lines)
+        return text_lines(line.plain for line in lines)
     from rich.console import Console
     from rich.text import Text
 
@@ -92,6 +125,6 @@ def to_string(lines: Sequence[Line], *, color: bool, width: int | None = None) -
     for line in lines:
         text = Text()
         for chunk, style in line.spans:
-            text.append(chunk, style=style or None)
+            text.append(inert(chunk), style=style or None)
         console.print(text, soft_wrap=not line.wrap)
     return out.getvalue()

@@ -18,6 +18,7 @@ from libdoctor.report.libraries import (
     short,
     via_label,
 )
+from libdoctor.report.text import text_lines
 
 if TYPE_CHECKING:
     from libdoctor.analysis.libraries import SystemOwners
@@ -52,7 +53,7 @@ def tree_json(tree: DependencyTree, target: Mapping[str, Any]) -> str:
 
 
 def tree_text(tree: DependencyTree) -> str:
-    return "\n".join(render_tree(tree.env, tree.closure, tree.system, tree.runtime)) + "\n"
+    return text_lines(render_tree(tree.env, tree.closure, tree.system, tree.runtime))
 
 
 def render_tree(

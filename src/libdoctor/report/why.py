@@ -21,6 +21,7 @@ from libdoctor.report.libraries import (
     short,
     via_label,
 )
+from libdoctor.report.text import text_lines
 
 if TYPE_CHECKING:
     from libdoctor.analysis.why import Explanation, Request
@@ -77,7 +78,7 @@ def why_text(why: Explanation) -> str:
         lines.append(f"{finding.code}: {display(finding.message)}")
         if finding.fix is not None:
             lines.append(f"  fix: {display(finding.fix.command)}")
-    return "\n".join(lines).rstrip() + "\n"
+    return text_lines(lines).rstrip() + "\n"
 
 
 def request_lines(why: Explanation, request: Request) -> list[str]:

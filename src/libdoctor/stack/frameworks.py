@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from libdoctor import bounded
 from libdoctor.elf.dynamic import ElfFormatError, read_elf
 from libdoctor.environment.distributions import Distribution
+from libdoctor.environment.rooted import HOST, Rooted
 from libdoctor.stack.cuda import soname_major
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ __all__ = [
     "FrameworkBuild",
     "FrameworkSpec",
     "detect_frameworks",
+    "env_reader",
     "parse_cupy_name",
     "parse_onnxruntime_info",
     "parse_tf_build_info",
@@ -53,13 +55,22 @@ Reader = Callable[[str], "bytes | None"]
 """Reads a whole file; None when it does not exist or cannot be read."""
 
 
-def read_file(path: str) -> bytes | None:
+def read_file(path: str, files: Rooted = HOST) -> bytes | None:
     """A small file (a version module, a cache's metadata) or None: absent, unreadable, or
-    refused (past MAX_SMALL_FILE_BYTES, or a FIFO or device a cache entry links to)."""
+    refused (past MAX_SMALL_FILE_BYTES, or a FIFO or device a cache entry links to); in
+    an image (``--root``) every symlink resolved inside it."""
     try:
-        return bounded.read_file(path, bounded.MAX_SMALL_FILE_BYTES)
+        return bounded.read_file(files.host(path), bounded.MAX_SMALL_FILE_BYTES)
     except (OSError, ValueError):
         return None
+
+
+def env_reader(env: Environment) -> Reader:
+    """``read_file`` in the system ENV is read in (``--root``)."""
+    if env.target.root == "/":
+        return read_file
+    files = Rooted(env.target.root)
+    return lambda path: read_file(path, files)
 
 
 # --------------------------------------------------------------------------- frameworks
@@ -236,7 +247,9 @@ def _read_onnxruntime(dist: Distribution, reader: Reader) -> FrameworkBuild:
     # Before 1.21 the wheel has no such file: the CUDA provider's DT_NEEDED tell the major.
     source = f"DT_NEEDED of {ORT_CUDA_PROVIDER}"
     try:
-        needed = read_elf(_shipped_path(dist, ORT_CUDA_PROVIDER)).needed
+        needed = read_elf(
+            Rooted(dist.site.root).host(_shipped_path(dist, ORT_CUDA_PROVIDER))
+        ).needed
     except (OSError, ElfFormatError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         problem = f"{ORT_INFO} and {ORT_CUDA_PROVIDER} cannot be read ({why})"
@@ -335,8 +348,10 @@ def framework_spec(name: str) -> FrameworkSpec | None:
     return next((spec for spec in FRAMEWORKS if spec.name == name), None)
 
 
-def detect_frameworks(env: Environment, reader: Reader = read_file) -> list[FrameworkBuild]:
-    """Every installed framework distribution, in environment order."""
+def detect_frameworks(env: Environment, reader: Reader | None = None) -> list[FrameworkBuild]:
+    """Every installed framework distribution, in environment order (READER: its files,
+    ``env_reader`` by default)."""
+    reader = env_reader(env) if reader is None else reader
     builds = []
     for dist in env.distributions:
         for spec in FRAMEWORKS:

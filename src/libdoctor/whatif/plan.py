@@ -24,9 +24,10 @@ from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, canonicalize_name
 from libdoctor.environment.installers import merge_reinstalls, reinstall_argv, uninstall_argv
 from libdoctor.environment.model import Environment
+from libdoctor.environment.paths import display
 from libdoctor.environment.record import RecordEntry, spell_hash
 from libdoctor.environment.target import Target
-from libdoctor.environment.wheel import WheelFile, wheel_distribution
+from libdoctor.environment.wheel import WheelFile, misplaced_members, wheel_distribution
 from libdoctor.errors import LibdoctorError
 from libdoctor.findings import DistRef, Finding, Severity
 from libdoctor.whatif.simulation import Removal, Simulation
@@ -486,6 +487,8 @@ def plan_install(
     diff = diff_findings(before, sim.findings())
     new, resolved_by_pip = _resolved_by_pip(diff.new, wheels)
     notes += resolved_by_pip
+    refused = [_misplaced(w, env.target) for w in wheels]
+    new = (*(f for f in refused if f is not None), *new)
     return Plan(
         action="install",
         target=env.target,
@@ -499,6 +502,44 @@ def plan_install(
         distributions=len(env.distributions),
         files=len(env.claims),
         before=tuple(before),
+    )
+
+
+def _misplaced(wheel: WheelFile, target: Target) -> Finding | None:
+    """The members of WHEEL that no installer puts where it says, as an error: a wheel that
+    writes outside the directories it installs into is broken or hostile."""
+    misplaced = misplaced_members(wheel, target)
+    if not misplaced:
+        return None
+    member, _, root = misplaced[0]
+    more = f" and {len(misplaced) - 1} more" if len(misplaced) > 1 else ""
+    where = (
+        f"would land outside {display(root)}"
+        if root is not None
+        else "is in a .data scheme no installer knows"
+    )
+    refusals = (
+        'pip stops part-way ("trying to install outside the target directory"), leaving '
+        "the files it wrote until then with no RECORD; uv installs the wheel without them"
+        if any(r is not None for _, _, r in misplaced)
+        else "pip and uv stop part-way, leaving the files they wrote until then"
+    )
+    return Finding(
+        code="record-invalid",
+        severity=Severity.ERROR,
+        message=(
+            f"{wheel.display}: the member {display(member)}{more} {where}: "
+            f"{refusals}. Do not install this wheel."
+        ),
+        distribution=DistRef(wheel.name, wheel.version),
+        paths=tuple(dest for _, dest, _ in misplaced),
+        evidence={
+            "wheel": display(wheel.path),
+            "members": [
+                {"member": display(m), "lands": display(dest), "inside": r and display(r)}
+                for m, dest, r in misplaced
+            ],
+        },
     )
 
 

@@ -26,7 +26,12 @@ from libdoctor.environment.installers import (
 from libdoctor.environment.model import Environment, build_environment
 from libdoctor.environment.paths import is_native
 from libdoctor.environment.target import Target
-from libdoctor.environment.wheel import WheelFile, read_wheel, wheel_distribution
+from libdoctor.environment.wheel import (
+    WheelFile,
+    misplaced_members,
+    read_wheel,
+    wheel_distribution,
+)
 from libdoctor.findings import Finding, Severity
 from libdoctor.stack.cuda import is_cuda_package_name
 from libdoctor.stack.frameworks import framework_spec
@@ -161,6 +166,8 @@ def proven_harmless(env: Environment, wheels: Sequence[WheelFile]) -> bool:
         return False
     for wheel in wheels:
         if is_cuda_package_name(wheel.key) or framework_spec(wheel.name) is not None:
+            return False
+        if misplaced_members(wheel, env.target):
             return False
         _, files = wheel_distribution(wheel, env.target)
         for path in files:
