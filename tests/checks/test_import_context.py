@@ -44,7 +44,9 @@ def _torchstub(make_wheel: WheelFactory, build: Path) -> Path:
                 build, f"_C{EXT}", needed=["libtorchstub.so", "libcudnnstub.so.9"],
                 rpath="$ORIGIN/lib",
             ),
-            "torchstub/lib/libtorchstub.so": _lib(build, "libtorchstub.so", soname="libtorchstub.so"),
+            "torchstub/lib/libtorchstub.so": _lib(
+                build, "libtorchstub.so", soname="libtorchstub.so"
+            ),
             "torchstub/lib/libcudnnstub.so.9": _lib(
                 build, "libcudnnstub.so.9", soname="libcudnnstub.so.9"
             ),
