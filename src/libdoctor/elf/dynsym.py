@@ -12,13 +12,14 @@ Malformed input raises ``ElfFormatError``.
 
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import stat
 import struct
 
 from libdoctor.elf.dynamic import LAYOUTS, ElfFormatError, is_elf_magic
-from libdoctor.elf.symbols import gnu_hash, sysv_hash
+from libdoctor.elf.symbols import gnu_walk, sysv_walk
 
 __all__ = ["MAX_TABLE", "DynamicSymbols", "open_symbols"]
 
@@ -29,7 +30,6 @@ _SHT_DYNSYM = 11
 _SHT_HASH = 5
 _SHT_GNU_HASH = 0x6FFFFFF6
 _STB_GLOBAL = 1
-_MAX_CHAIN = 1 << 20
 
 
 class DynamicSymbols:
@@ -84,10 +84,11 @@ class DynamicSymbols:
     def defines(self, name: str) -> bool:
         """Whether this object exports NAME (a defined symbol of that name)."""
         raw = os.fsencode(name)
+        defines = functools.partial(self._is_definition, raw=raw)
         if self._gnu is not None:
-            return self._gnu_lookup(raw)
+            return gnu_walk(self._u32, defines, self._gnu[4], raw, self._is64)
         if self._sysv is not None:
-            return self._sysv_lookup(raw)
+            return sysv_walk(self._u32, defines, self._sysv[4], raw)
         return any(self._is_definition(i, raw) for i in range(1, self._count))
 
     def _is_definition(self, index: int, raw: bytes) -> bool:
@@ -101,42 +102,6 @@ class DynamicSymbols:
             raise ElfFormatError("hash table outside the file")
         value: int = self._word.unpack_from(self._data, offset)[0]
         return value
-
-    def _gnu_lookup(self, raw: bytes) -> bool:
-        assert self._gnu is not None
-        base = self._gnu[4]
-        nbuckets, symoffset, bloom = self._u32(base), self._u32(base + 4), self._u32(base + 8)
-        if nbuckets == 0:
-            return False
-        buckets = base + 16 + bloom * (8 if self._is64 else 4)
-        h = gnu_hash(raw)
-        index = self._u32(buckets + 4 * (h % nbuckets))
-        if index == 0 or index < symoffset:
-            return False
-        chain = buckets + 4 * nbuckets
-        for _ in range(_MAX_CHAIN):
-            link = self._u32(chain + 4 * (index - symoffset))
-            if (link | 1) == (h | 1) and self._is_definition(index, raw):
-                return True
-            if link & 1:
-                return False
-            index += 1
-        raise ElfFormatError("GNU hash chain does not end")
-
-    def _sysv_lookup(self, raw: bytes) -> bool:
-        assert self._sysv is not None
-        base = self._sysv[4]
-        nbucket, nchain = self._u32(base), self._u32(base + 4)
-        if nbucket == 0:
-            return False
-        index = self._u32(base + 8 + 4 * (sysv_hash(raw) % nbucket))
-        for _ in range(min(nchain, _MAX_CHAIN) + 1):
-            if index == 0:
-                return False
-            if self._is_definition(index, raw):
-                return True
-            index = self._u32(base + 8 + 4 * nbucket + 4 * index)
-        raise ElfFormatError("SysV hash chain does not end")
 
 
 class _NoTable(Exception):
