@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import stat
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -175,11 +176,12 @@ class _Package:
         self._sources: dict[str, bytes | None] = {}
         self._imports: dict[str, list[ImportSite]] = {}
         self._listing: list[str] | None = None
+        self._paths: dict[str, tuple[str, bool]] = {}
 
     def listing(self) -> list[str]:
         """Dotted names of the package's .py modules (``a.b`` for a/b.py and a/b/__init__.py)."""
         if self._listing is None:
-            names: list[str] = []
+            found: dict[str, tuple[str, bool]] = {}
             root = os.path.join(self.site, self.top)
             for directory, dirs, files in os.walk(root):
                 dirs[:] = sorted(d for d in dirs if d.isidentifier())
@@ -187,13 +189,17 @@ class _Package:
                 for name in sorted(files):
                     if name.endswith(".py"):
                         stem = name[:-3]
-                        names.append(rel if stem == "__init__" else f"{rel}.{stem}")
-                if len(names) > MAX_FILES:
+                        key = rel if stem == "__init__" else f"{rel}.{stem}"
+                        found[key] = (os.path.join(directory, name), stem == "__init__")
+                if len(found) > MAX_FILES:
                     break
-            self._listing = names
+            self._paths = found
+            self._listing = list(found)
         return self._listing
 
     def path(self, module: str) -> tuple[str, bool] | None:
+        if self._listing is not None:
+            return self._paths.get(module)
         base = os.path.join(self.site, *module.split("."))
         init = os.path.join(base, "__init__.py")
         if os.path.isfile(init):
@@ -208,9 +214,13 @@ class _Package:
             data = None
             if found is not None:
                 try:
-                    if os.path.getsize(found[0]) <= MAX_SOURCE:
-                        with open(found[0], "rb") as handle:
-                            data = handle.read(MAX_SOURCE + 1)
+                    fd = os.open(found[0], os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                    try:
+                        st = os.fstat(fd)
+                        if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_SOURCE:
+                            data = os.read(fd, st.st_size + 1)
+                    finally:
+                        os.close(fd)
                 except OSError:
                     data = None
                 self.files_read += 1
