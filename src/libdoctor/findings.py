@@ -39,6 +39,8 @@ Code = Literal[
     "shadowed-library",
     "runtime-library-missing",
     "runtime-library-outside",
+    "extension-cuda-mismatch",
+    "extension-abi-mismatch",
     "cuda-mixed-major",
     "pin-mismatch",
     "foreign-bytes",
@@ -105,6 +107,14 @@ _CODES: tuple[CodeInfo, ...] = (
         "runtime-library-outside",
         "a library loaded at run time by name resolves outside the environment or to another "
         "CUDA major",
+    ),
+    CodeInfo(
+        "extension-cuda-mismatch",
+        "a torch extension package is built for another CUDA major than the torch it loads with",
+    ),
+    CodeInfo(
+        "extension-abi-mismatch",
+        "a torch extension needs symbols of torch that the installed torch does not export",
     ),
     CodeInfo("cuda-mixed-major", "CUDA packages for a CUDA major no installed framework uses"),
     CodeInfo("pin-mismatch", "a framework's exact pin is not what is installed"),

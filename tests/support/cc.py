@@ -132,6 +132,8 @@ def _link(
     interp: str | None,
     pie: bool = False,
     strings: Sequence[str] = (),
+    exports: Sequence[str] = (),
+    imports: Sequence[str] = (),
 ) -> Path:
     gcc = require_gcc()
     if rpath is not None and runpath is not None:
@@ -144,6 +146,11 @@ def _link(
     if strings:
         items = ", ".join('"' + t + '"' for t in strings)
         text += _STRINGS_SOURCE.format(symbol=symbol, items=items)
+    text += "".join(f"int {name}(void) {{ return 1; }}\n" for name in exports)
+    if imports:
+        text += "".join(f"extern int {name}(void);\n" for name in imports)
+        calls = " + ".join(f"{name}()" for name in imports)
+        text += f"int {symbol}_uses(void) {{ return {calls}; }}\n"
     src.write_text(text)
     cmd = [gcc, "-fPIC", "-nostdlib", "-o", str(out), str(src)]
     if m32:
@@ -179,12 +186,15 @@ def compile_lib(
     nodeflib: bool = False,
     m32: bool = False,
     strings: Sequence[str] = (),
+    exports: Sequence[str] = (),
+    imports: Sequence[str] = (),
 ) -> Path:
     """Build DIRECTORY/FILENAME, a shared library with exactly these dynamic entries.
 
     SONAME defaults to none (a library without DT_SONAME matches only by request name).
     RPATH/RUNPATH are written verbatim (``$ORIGIN`` is not expanded by the shell). STRINGS
-    are held as whole read-only strings (in ``.rodata``).
+    are held as whole read-only strings (in ``.rodata``). EXPORTS are functions it defines
+    (any name, mangled C++ ones too); IMPORTS functions it calls and leaves undefined.
     """
     if m32 and not gcc_can_m32():
         pytest.skip("gcc -m32 cannot link a 32-bit shared object here")
@@ -199,6 +209,8 @@ def compile_lib(
         m32=m32,
         interp=None,
         strings=strings,
+        exports=exports,
+        imports=imports,
     )
 
 

@@ -103,6 +103,7 @@ def native_checks(
     if callable(libraries):
         libraries = libraries()
     if libraries is not None:
+        from libdoctor.checks.extensions import check_extensions, fold_cuda_gaps
         from libdoctor.checks.libraries import check_libraries
         from libdoctor.checks.runtime import check_runtime_loads
         from libdoctor.loader.extensions import analyse, library_uses
@@ -110,6 +111,7 @@ def native_checks(
         analysis = analyse(env, disk, libraries)
         findings += check_libraries(analysis, disk)
         findings += check_runtime_loads(analysis, disk)
+        findings = fold_cuda_gaps(findings + check_extensions(analysis, disk))
         uses = library_uses(analysis) if facts else ()
     requirements = RequirementIndex(env)  # parses nothing until asked
     findings += check_stack(env, disk, digests, analysis, requirements=requirements)

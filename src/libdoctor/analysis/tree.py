@@ -11,6 +11,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from libdoctor.analysis.libraries import SystemOwners, analyse_libraries, system_owners
+from libdoctor.checks.libraries import framework_preloads
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.model import Environment
 from libdoctor.environment.ospackages import SystemPackages
@@ -25,6 +26,7 @@ from libdoctor.loader.extensions import (
     is_python_extension,
     module_name,
 )
+from libdoctor.loader.imported import ImportContext, LoadedBefore
 from libdoctor.loader.model import Closure
 
 
@@ -37,6 +39,7 @@ class DependencyTree:
     env: Environment = field(compare=False, repr=False)
     system: SystemOwners = field(default_factory=SystemOwners, compare=False, repr=False)
     runtime: tuple[Closure, ...] = ()  # what its libraries dlopen by name at run time
+    before: Mapping[str, LoadedBefore] = field(default_factory=dict)  # found already loaded
 
     @property
     def ok(self) -> bool:
@@ -80,7 +83,7 @@ def dependency_tree(
 ) -> DependencyTree:
     """The tree of the file TEXT names, loaded into the process after the interpreter starts;
     each library outside the environment with its system package (see ``explain_library``)."""
-    analysis, _ = analyse_libraries(target, environ, cwd)
+    analysis, disk = analyse_libraries(target, environ, cwd)
     root = find_root(analysis, text)
     loader = analysis.loader
     closure = loader.import_extension(analysis.process, root)
@@ -100,7 +103,14 @@ def dependency_tree(
         (r for c in (closure, *runtime) for r in c.resolutions if r.kind != "preload"),
         packages,
     )
-    return DependencyTree(root, closure, analysis.env, system, runtime)
+    imports = ImportContext(analysis, lambda: framework_preloads(analysis, disk))
+    before: dict[str, LoadedBefore] = {}
+    for res in closure.resolutions:
+        if res.kind == "needed" and res.status == "not_found" and res.name not in before:
+            found = imports.loaded_before(root, res.name)
+            if found is not None:
+                before[res.name] = found
+    return DependencyTree(root, closure, analysis.env, system, runtime, before)
 
 
 @dataclass(frozen=True, slots=True)

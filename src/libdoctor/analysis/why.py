@@ -19,6 +19,7 @@ from libdoctor.checks.libraries import (
     basename_index,
     check_libraries,
     direct_requirements,
+    framework_preloads,
     shipped_by,
 )
 from libdoctor.checks.runtime import check_runtime_loads
@@ -28,6 +29,7 @@ from libdoctor.environment.ospackages import SystemPackages
 from libdoctor.environment.target import Target
 from libdoctor.findings import Finding
 from libdoctor.loader.extensions import LibraryAnalysis
+from libdoctor.loader.imported import ImportContext, LoadedBefore
 from libdoctor.loader.model import Resolution
 from libdoctor.loader.runtime import RuntimeHit, runtime_search
 
@@ -40,6 +42,7 @@ class Request:
     root: str
     optional: bool  # ROOT is a library no extension module loads (dlopen'ed, if ever)
     runtime: RuntimeHit | None = None  # a package's own loader that finds it first, if any
+    before: LoadedBefore | None = None  # already loaded by a package its package imports first
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,16 +124,17 @@ def with_runtime_loaders(
     if all(r.resolution.status == "found" for r in requests):
         return requests
     deps = direct_requirements(analysis.env)
+    imports = ImportContext(analysis, lambda: framework_preloads(analysis, disk))
     out = []
     for request in requests:
         res = request.resolution
+        if res.status == "found":
+            out.append(request)
+            continue
         key = analysis.module_dists.get(request.root, "")
-        hit = (
-            runtime_search(analysis.env, disk, res.name, deps, key)
-            if res.status != "found"
-            else None
-        )
-        out.append(replace(request, runtime=hit) if hit is not None else request)
+        hit = runtime_search(analysis.env, disk, res.name, deps, key)
+        before = imports.loaded_before(request.root, res.name) if hit is None else None
+        out.append(replace(request, runtime=hit, before=before))
     return out
 
 

@@ -25,6 +25,7 @@ from libdoctor.environment.paths import display, is_native
 from libdoctor.environment.requirements import RequirementIndex
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.loader.extensions import LibraryAnalysis, module_name
+from libdoctor.loader.imported import ImportContext, LoadedBefore, PackageLoads
 from libdoctor.loader.model import Closure, LoadedObject, Resolution
 from libdoctor.loader.runtime import RuntimeHit, runtime_search
 from libdoctor.loader.strings import expand_dst
@@ -73,6 +74,8 @@ class _Gap:
     requests: list[tuple[Closure, Resolution]] = field(default_factory=list)
     hit: RuntimeHit | None = None  # the package's own loader that would load it, if one does
     modules: list[OptionalModule] = field(default_factory=list)  # optional features needing it
+    # modules that need what one of the failing modules' packages loads first: they fail with it
+    dependents: list[LoadedBefore] = field(default_factory=list)
 
     @property
     def requesters(self) -> list[str]:
@@ -135,15 +138,22 @@ def check_libraries(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
     ]
     needed: dict[str, _Gap] = {}
     optional: dict[str, _Gap] = {}
+    broken: list[LoadedBefore] = []
     if failed:  # the import context is worth computing only when something failed alone
         deps = dependency_closure(env)
         direct = direct_requirements(env)
         provided = _provided_in_context(analysis)
+        imports = ImportContext(analysis, lambda: framework_preloads(analysis, disk))
         for closure, res in failed:
             key = analysis.module_dists.get(closure.root, "")
             context = {key} | deps.get(key, set())
             if any(k in context for k in provided.get(res.name, {})):
                 continue  # loaded by an import that must come first
+            before = imports.loaded_before(closure.root, res.name)
+            if before is not None:
+                if not before.provider_ok:
+                    broken.append(before)
+                continue  # loaded by a package its package imports first
             hit = runtime_search(env, disk, res.name, direct, key)
             if hit is not None and (hit.present or not hit.lost):
                 if not hit.present:  # a feature its package loads on demand, not installed
@@ -159,6 +169,12 @@ def check_libraries(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
     names_index = basename_index(shipping_paths(analysis)) if (needed or optional) else {}
     if needed:
         _optional_modules(analysis, disk, needed, optional, names_index)
+    for before in broken:  # import torch fails, so import sgl_kernel fails with it
+        for gap in needed.values():
+            roots = {c.root for c, _ in gap.requests}
+            known = {d.module for d in gap.dependents}
+            if before.provider_root in roots and not {before.module} & (roots | known):
+                gap.dependents.append(before)
     for name, gap in sorted(needed.items()):
         if is_driver_library(name):
             findings.append(_driver_finding(env, gap, optional=False))
@@ -171,6 +187,34 @@ def check_libraries(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
             findings.append(_optional_finding(env, gap, names_index))
     findings += _shadowed(analysis, disk)
     return findings
+
+
+def framework_preloads(analysis: LibraryAnalysis, disk: Disk) -> dict[str, PackageLoads]:
+    """What ``import torch`` loads before ``torch._C``: its CUDA preload, replayed as the
+    stack stage models it (``stack.preload``), for each CUDA torch whose model is known."""
+    from libdoctor.stack.frameworks import detect_frameworks, read_file
+    from libdoctor.stack.preload import choose_model, start_torch
+
+    env = analysis.env
+    sys_path = [site.path for site in env.target.site_dirs]
+    base = {obj.path for obj in analysis.process.objects}
+    out: dict[str, PackageLoads] = {}
+    for build in detect_frameworks(env, read_file):
+        if build.framework != "torch" or build.cuda is None:
+            continue
+        model = choose_model(build, read_file).model
+        if model is None:
+            continue
+        start = start_torch(analysis.loader, analysis.process, model, build, sys_path, disk)
+        names: dict[str, str] = {}
+        for obj in start.process.objects:
+            if obj.path not in base:
+                for name in (obj.soname, obj.request, os.path.basename(obj.path)):
+                    if name:
+                        names.setdefault(name, obj.path)
+        how = "its CUDA preload (_load_global_deps)"
+        out["torch"] = PackageLoads(names, start.error is None, how)
+    return out
 
 
 def _optional_modules(
@@ -323,18 +367,33 @@ def _unresolved_finding(
     requester = first.requester or first_closure.root
     candidates = shipped_by(env, disk, gap.name, index)
     remedy, fix = _unresolved_remedy(env, gap, candidates, requester)
+    message = _unresolved_headline(env, gap.name, first, requester, modules)
+    evidence: dict[str, Any] = {
+        "library": gap.name,
+        "modules": modules,
+        "requests": _request_evidence(env, gap, sites),
+        "shipped_by": [c.evidence() for c in candidates],
+    }
+    if gap.dependents:
+        dependents = sorted({module_name(d.module, sites) for d in gap.dependents})
+        packages = sorted({d.package for d in gap.dependents})
+        message += (
+            f" With it import {' and import '.join(packages)} fails, and so does "
+            f"import {dependents[0]}"
+            + (f" (and {len(dependents) - 1} more)" if len(dependents) > 1 else "")
+            + ", which needs what that import loads."
+        )
+        evidence["modules"] = modules + [m for m in dependents if m not in modules]
+        evidence["fails_with"] = [
+            {"module": module_name(d.module, sites), **d.evidence()} for d in gap.dependents
+        ]
     return Finding(
         code="unresolved-library",
         severity=Severity.ERROR,
-        message=_unresolved_headline(env, gap.name, first, requester, modules) + remedy,
+        message=message + remedy,
         distribution=_first_owner(env, requester),
         paths=tuple(dict.fromkeys([requester, *gap.requesters])),
-        evidence={
-            "library": gap.name,
-            "modules": modules,
-            "requests": _request_evidence(env, gap, sites),
-            "shipped_by": [c.evidence() for c in candidates],
-        },
+        evidence=evidence,
         fix=fix,
     )
 

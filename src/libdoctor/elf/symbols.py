@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import stat
 import struct
+from collections.abc import Callable
 
 from libdoctor.elf.dynamic import (
     DT_STRTAB,
@@ -146,18 +147,33 @@ class _SymbolTable:
 
 def _gnu_lookup(table: _SymbolTable, base: int, name: str) -> bool:
     """Look NAME up through the DT_GNU_HASH table at file offset BASE."""
-    nbuckets, symoffset, bloom_size = table.u32(base), table.u32(base + 4), table.u32(base + 8)
+    return gnu_walk(
+        table.u32, lambda i: table.defines(i, name), base, os.fsencode(name), table.is64
+    )
+
+
+def _sysv_lookup(table: _SymbolTable, base: int, name: str) -> bool:
+    """Look NAME up through the DT_HASH table at file offset BASE."""
+    return sysv_walk(table.u32, lambda i: table.defines(i, name), base, os.fsencode(name))
+
+
+def gnu_walk(
+    u32: Callable[[int], int], defines: Callable[[int], bool], base: int, raw: bytes, is64: bool
+) -> bool:
+    """The GNU hash lookup of RAW in a table at BASE: U32 reads a word at a file offset,
+    DEFINES(index) says whether symbol INDEX is a definition of that name."""
+    nbuckets, symoffset, bloom_size = u32(base), u32(base + 4), u32(base + 8)
     if nbuckets == 0:
         return False
-    buckets = base + 16 + bloom_size * (8 if table.is64 else 4)
-    h = gnu_hash(os.fsencode(name))
-    index = table.u32(buckets + 4 * (h % nbuckets))
+    buckets = base + 16 + bloom_size * (8 if is64 else 4)
+    h = gnu_hash(raw)
+    index = u32(buckets + 4 * (h % nbuckets))
     if index == 0 or index < symoffset:
         return False
     chain = buckets + 4 * nbuckets
     for _ in range(_MAX_CHAIN):
-        link = table.u32(chain + 4 * (index - symoffset))
-        if (link | 1) == (h | 1) and table.defines(index, name):
+        link = u32(chain + 4 * (index - symoffset))
+        if (link | 1) == (h | 1) and defines(index):
             return True
         if link & 1:
             return False
@@ -165,20 +181,22 @@ def _gnu_lookup(table: _SymbolTable, base: int, name: str) -> bool:
     raise ElfFormatError("GNU hash chain does not end")
 
 
-def _sysv_lookup(table: _SymbolTable, base: int, name: str) -> bool:
-    """Look NAME up through the DT_HASH table at file offset BASE."""
-    nbucket, nchain = table.u32(base), table.u32(base + 4)
+def sysv_walk(
+    u32: Callable[[int], int], defines: Callable[[int], bool], base: int, raw: bytes
+) -> bool:
+    """The SysV (DT_HASH) lookup of RAW in a table at BASE, as ``gnu_walk``."""
+    nbucket, nchain = u32(base), u32(base + 4)
     if nbucket == 0:
         return False
-    index = table.u32(base + 8 + 4 * (sysv_hash(os.fsencode(name)) % nbucket))
+    index = u32(base + 8 + 4 * (sysv_hash(raw) % nbucket))
     for _ in range(min(nchain, _MAX_CHAIN) + 1):
         if index == 0:
             return False
         if index >= nchain:
             raise ElfFormatError("SysV hash chain index out of range")
-        if table.defines(index, name):
+        if defines(index):
             return True
-        index = table.u32(base + 8 + 4 * nbucket + 4 * index)
+        index = u32(base + 8 + 4 * nbucket + 4 * index)
     raise ElfFormatError("SysV hash chain does not end")
 
 

@@ -30,16 +30,20 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Iterator
+import stat
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
     "MAX_FILES",
+    "MAX_FOLLOWED",
     "MAX_MODULES",
     "MAX_SOURCE",
+    "FirstImport",
     "ImportSite",
     "Reach",
+    "imported_before",
     "module_imports",
     "reach",
 ]
@@ -104,6 +108,9 @@ def _walk(body: list[ast.stmt], runs: bool) -> Iterator[tuple[ast.stmt, bool]]:
                 yield from _walk(handler.body, False)
             yield from _walk(node.orelse, runs)
             yield from _walk(node.finalbody, runs)
+        elif isinstance(node, ast.If) and _type_checking(node.test):
+            yield from _walk(node.body, False)  # for type checkers only: never at run time
+            yield from _walk(node.orelse, runs)
         elif isinstance(node, ast.If | ast.For | ast.AsyncFor | ast.While):
             yield from _walk(node.body, runs)
             yield from _walk(node.orelse, runs)
@@ -112,6 +119,13 @@ def _walk(body: list[ast.stmt], runs: bool) -> Iterator[tuple[ast.stmt, bool]]:
         elif isinstance(node, ast.Match):
             for case in node.cases:
                 yield from _walk(case.body, runs)
+
+
+def _type_checking(test: ast.expr) -> bool:
+    """``if TYPE_CHECKING:`` / ``if typing.TYPE_CHECKING:``: False whenever the code runs."""
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
 
 
 def _absolute(module: str | None, level: int, importer: str, is_package: bool) -> str | None:
@@ -162,11 +176,12 @@ class _Package:
         self._sources: dict[str, bytes | None] = {}
         self._imports: dict[str, list[ImportSite]] = {}
         self._listing: list[str] | None = None
+        self._paths: dict[str, tuple[str, bool]] = {}
 
     def listing(self) -> list[str]:
         """Dotted names of the package's .py modules (``a.b`` for a/b.py and a/b/__init__.py)."""
         if self._listing is None:
-            names: list[str] = []
+            found: dict[str, tuple[str, bool]] = {}
             root = os.path.join(self.site, self.top)
             for directory, dirs, files in os.walk(root):
                 dirs[:] = sorted(d for d in dirs if d.isidentifier())
@@ -174,13 +189,17 @@ class _Package:
                 for name in sorted(files):
                     if name.endswith(".py"):
                         stem = name[:-3]
-                        names.append(rel if stem == "__init__" else f"{rel}.{stem}")
-                if len(names) > MAX_FILES:
+                        key = rel if stem == "__init__" else f"{rel}.{stem}"
+                        found[key] = (os.path.join(directory, name), stem == "__init__")
+                if len(found) > MAX_FILES:
                     break
-            self._listing = names
+            self._paths = found
+            self._listing = list(found)
         return self._listing
 
     def path(self, module: str) -> tuple[str, bool] | None:
+        if self._listing is not None:
+            return self._paths.get(module)
         base = os.path.join(self.site, *module.split("."))
         init = os.path.join(base, "__init__.py")
         if os.path.isfile(init):
@@ -195,9 +214,13 @@ class _Package:
             data = None
             if found is not None:
                 try:
-                    if os.path.getsize(found[0]) <= MAX_SOURCE:
-                        with open(found[0], "rb") as handle:
-                            data = handle.read(MAX_SOURCE + 1)
+                    fd = os.open(found[0], os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                    try:
+                        st = os.fstat(fd)
+                        if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_SOURCE:
+                            data = os.read(fd, st.st_size + 1)
+                    finally:
+                        os.close(fd)
                 except OSError:
                     data = None
                 self.files_read += 1
@@ -408,3 +431,76 @@ def _chain(via: dict[str, tuple[str, int] | None], top: str) -> tuple[tuple[str,
 def _display(package: _Package, module: str) -> str:
     found = package.path(module)
     return os.path.relpath(found[0], package.site) if found else module
+
+
+@dataclass(frozen=True, slots=True)
+class FirstImport:
+    """Another top-level package imported before a module, and the statement that does it."""
+
+    package: str  # "torch"
+    file: str  # relative to the site dir: "sgl_kernel/__init__.py"
+    line: int
+
+
+MAX_FOLLOWED = 200
+"""The most modules of a package followed to collect what it imports before a module."""
+
+
+def imported_before(
+    site: str, module: str, wanted: Collection[str] | None = None
+) -> tuple[FirstImport, ...]:
+    """Top-level packages other than MODULE's own that are imported before MODULE runs.
+
+    Python runs every package above MODULE first (``import a.b.c`` runs ``a/__init__.py``
+    and ``a/b/__init__.py``). In each, the statements that run at import before the one
+    that imports the next step down (all of them when none does: MODULE is then imported
+    later, by a function or by the user) import other packages; so do the package's own
+    modules those statements import, followed in turn. ``import torch`` there means torch's
+    libraries are in the process when MODULE is loaded. Read statically, never run.
+    With WANTED, only those packages are looked for, and the search stops once all are found.
+    """
+    parts = module.split(".")
+    top = parts[0]
+    package = _Package(site, top)
+    found: dict[str, FirstImport] = {}
+    followed: set[str] = set()
+
+    def done() -> bool:
+        return wanted is not None and all(w in found for w in wanted)
+
+    def follow(name: str, limit: int | None) -> None:
+        if name in followed or len(followed) >= MAX_FOLLOWED or done():
+            return
+        followed.add(name)
+        where = package.path(name)
+        if where is None:
+            return
+        for site_ in package.imports(name):
+            if not site_.runs or (limit is not None and site_.line >= limit):
+                continue
+            head = site_.module.split(".")[0]
+            if head != top:
+                if wanted is None or head in wanted:
+                    rel = os.path.relpath(where[0], site)
+                    found.setdefault(head, FirstImport(head, rel, site_.line))
+            elif site_.module != module and not module.startswith(site_.module + "."):
+                follow(_module_of(package, site_.module), None)
+
+    for i in range(1, len(parts)):
+        parent = ".".join(parts[:i])
+        below = ".".join(parts[: i + 1])
+        lines = [s.line for s in package.imports(parent) if s.runs and _leads_to(s.module, below)]
+        follow(parent, min(lines) if lines else None)
+    return tuple(found.values())
+
+
+def _leads_to(imported: str, step: str) -> bool:
+    return imported == step or imported.startswith(step + ".")
+
+
+def _module_of(package: _Package, name: str) -> str:
+    """NAME if it is a module of the package, else the module it names a member of
+    (``from pkg.utils import helper`` imports ``pkg.utils``)."""
+    while "." in name and package.path(name) is None:
+        name = name.rsplit(".", 1)[0]
+    return name

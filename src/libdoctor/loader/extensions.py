@@ -10,6 +10,7 @@ their gaps can be told apart from real breakage. The file system is seen through
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -139,7 +140,8 @@ def analyse(env: Environment, disk: Disk, context: LoaderContext) -> LibraryAnal
     process = loader.start_interpreter(python)
     claimed = native_claims(env)
     natives = [path for path in claimed if disk.stat(path).is_file]
-    modules = [p for p in natives if is_python_extension(p)]
+    version = env.target.python_version
+    modules = [p for p in natives if is_python_extension(p, version)]
     module_closures = tuple(loader.import_extensions(process, modules))
     reached: set[FileId] = {o.file_id for o in process.objects if o.file_id is not None}
     for closure in module_closures:
@@ -178,19 +180,25 @@ def analyse(env: Environment, disk: Disk, context: LoaderContext) -> LibraryAnal
     )
 
 
-def is_python_extension(path: str) -> bool:
-    """Would Python import PATH as an extension module?
+_CPYTHON_TAG = re.compile(r"^cpython-(\d+)")
 
-    A tagged name (``x.cpython-311-x86_64-linux-gnu.so``, ``x.abi3.so``) says so. A plain
+
+def is_python_extension(path: str, version: tuple[int, int] | None = None) -> bool:
+    """Would Python (VERSION, when known) import PATH as an extension module?
+
+    A tagged name (``x.cpython-311-x86_64-linux-gnu.so``, ``x.abi3.so``) says so, when the
+    tag is the interpreter's own: CPython 3.11 never imports ``x.cpython-310-*.so`` (its
+    ``EXTENSION_SUFFIXES`` hold its own tag only; sgl-kernel 0.3.21 ships one). A plain
     ``x.so`` might be a module or just a library (``torch/lib/libtorch.so``): it is a module
     when it defines ``PyInit_x``, read from its dynamic symbol table.
     """
     name = os.path.basename(path)
     if not is_extension_module(name):
         return False
-    stem, dot, _ = name[: -len(".so")].partition(".")
+    stem, dot, tag = name[: -len(".so")].partition(".")
     if dot:
-        return True
+        cpython = _CPYTHON_TAG.match(tag)
+        return cpython is None or version is None or cpython.group(1) == f"{version[0]}{version[1]}"
     if not stem.isidentifier():
         return False
     try:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from libdoctor.analysis.libraries import SystemOwners
     from libdoctor.analysis.tree import DependencyTree
     from libdoctor.environment.model import Environment
+    from libdoctor.loader.imported import LoadedBefore
     from libdoctor.loader.model import Closure, Resolution
 
 
@@ -45,6 +46,11 @@ def tree_json(tree: DependencyTree, target: Mapping[str, Any]) -> str:
                     for closure in tree.runtime
                     for res in closure.resolutions[:1]
                 ],
+                **(
+                    {"already_loaded": {n: b.evidence() for n, b in tree.before.items()}}
+                    if tree.before
+                    else {}
+                ),
             },
             indent=2,
         )
@@ -53,7 +59,7 @@ def tree_json(tree: DependencyTree, target: Mapping[str, Any]) -> str:
 
 
 def tree_text(tree: DependencyTree) -> str:
-    return text_lines(render_tree(tree.env, tree.closure, tree.system, tree.runtime))
+    return text_lines(render_tree(tree.env, tree.closure, tree.system, tree.runtime, tree.before))
 
 
 def render_tree(
@@ -61,6 +67,7 @@ def render_tree(
     closure: Closure,
     system: SystemOwners | None = None,
     runtime: Sequence[Closure] = (),
+    before: Mapping[str, LoadedBefore] | None = None,
 ) -> list[str]:
     """CLOSURE drawn as a tree; the RUNTIME loads (dlopen by name) under the library that
     makes them, marked as such, after its DT_NEEDED entries."""
@@ -82,6 +89,13 @@ def render_tree(
             last = i == len(items) - 1
             branch = "└── " if last else "├── "
             at_run_time = "  (dlopen at run time)" if res.kind == "runtime" else ""
+            loaded = (before or {}).get(res.name) if res.status == "not_found" else None
+            if loaded is not None:
+                lines.append(
+                    f"{indent}{branch}{res.name} => {short(env, loaded.path)}  [already loaded by "
+                    f"import {loaded.package}, {loaded.statement.file}:{loaded.statement.line}]"
+                )
+                continue
             if res.status != "found":
                 lines.append(f"{indent}{branch}{res.name}  NOT FOUND ({res.reason}){at_run_time}")
                 providers = system.providers.get(res.name, ()) if system is not None else ()

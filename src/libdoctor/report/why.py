@@ -50,6 +50,11 @@ def why_json(why: Explanation, target: Mapping[str, Any]) -> str:
                     if request.runtime is not None
                     else {}
                 ),
+                **(
+                    {"already_loaded": request.before.evidence()}
+                    if request.before is not None
+                    else {}
+                ),
             }
             for request in why.requests
         ],
@@ -101,6 +106,14 @@ def request_lines(why: Explanation, request: Request) -> list[str]:
             f"  found: {display(res.path or '')} via {via_label(env, res)}"
             + (f" ({found_owner})" if found_owner else "")
         )
+    elif request.before is not None:
+        before = request.before
+        lines.append(
+            f"  already loaded by import {before.package} ({before.provider_module}, imported "
+            f"at {before.statement.file}:{before.statement.line}): {display(before.path)}"
+            + ("" if before.provider_ok else f"; but import {before.package} itself fails")
+        )
+        lines.append(f"  (the loader alone would not: {res.reason})")
     elif request.runtime is not None and request.runtime.present:
         hit = request.runtime
         lines.append(
