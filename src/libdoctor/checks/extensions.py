@@ -161,10 +161,13 @@ def _explains(mismatch: Finding, finding: Finding) -> bool:
 
 
 def _torch_extensions(analysis: LibraryAnalysis, torch: Distribution) -> dict[str, _Package]:
-    """Extension modules of other distributions that need torch's libraries, by owner."""
+    """Extension modules of other distributions that need torch's libraries, by owner; and
+    their libraries loaded by path (``torch.ops.load_library``: torchvision's ``_C.so``,
+    torchaudio's ``libtorchaudio.so``, fbgemm-gpu's, torchcodec's), which no module's
+    DT_NEEDED reaches: they hold torch's symbols the same way."""
     env = analysis.env
     out: dict[str, _Package] = {}
-    for closure in analysis.modules:
+    for closure in analysis.closures():
         if closure.root_error or not closure.loaded:
             continue
         root = closure.loaded[0]
