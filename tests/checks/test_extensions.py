@@ -24,6 +24,7 @@ Doc = dict[str, Any]
 HEAD = "_ZN3c104headEv"  # c10::head()
 TAIL = "_ZN3c104tailEv"  # c10::tail()
 GONE = "_ZN3c106legacyEv"  # c10::legacy(): what an older torch exported
+STABLE = "aoti_torch_newer"  # a function of torch's stable C ABI that a newer torch added
 
 
 def _lib(tmp: Path, name: str, **kwargs: Any) -> bytes:
@@ -159,11 +160,19 @@ def test_a_library_loaded_by_path_is_held_against_torch_too(
     require_gcc()
     build = tmp_path / "build"
     venv = new_venv("torch-oplib")
-    ops = _lib(build / "o", "_C.so", needed=["libtorch.so", "libcudart.so.12"], imports=[GONE])
+    needed = ["libtorch.so", "libcudart.so.12", "libvisionown.so"]
+    imports = [GONE, STABLE, "torch_own_helper"]  # the last: its own library's, not torch's
+    ops = _lib(build / "o", "_C.so", needed=needed, imports=imports, rpath="$ORIGIN")
+    own = _lib(build / "o", "libvisionown.so", soname="libvisionown.so",
+               exports=["torch_own_helper"])  # fmt: skip
     wheel = make_wheel(
         "visionpkg",
         "0.24.1",
-        {"visionpkg/__init__.py": b"import torch\n", "visionpkg/_C.so": ops},
+        {
+            "visionpkg/__init__.py": b"import torch\n",
+            "visionpkg/_C.so": ops,
+            "visionpkg/libvisionown.so": own,
+        },
         tag=native_tag(),
     )
     pip_install(venv, _torch(make_wheel, build, "13.0"), wheel)
@@ -172,6 +181,7 @@ def test_a_library_loaded_by_path_is_held_against_torch_too(
         found.setdefault(finding["code"], []).append(finding)
     (abi,) = found["extension-abi-mismatch"]
     assert abi["distribution"]["name"] == "visionpkg"
-    assert list(abi["evidence"]["missing"].values()) == [[GONE]]
+    assert list(abi["evidence"]["missing"].values()) == [[GONE, STABLE]]
+    assert "loading visionpkg/_C.so (torch.ops.load_library) fails" in abi["message"]
     (cuda,) = found["extension-cuda-mismatch"]
     assert "built for CUDA 12 (needs libcudart.so.12)" in cuda["message"]
