@@ -152,4 +152,4 @@ def test_a_library_its_own_package_loads_by_path_first_is_found(
     assert unresolved["evidence"]["library"] == "libaudiocore.so"
     assert unresolved["evidence"]["modules"] == ["audiopkg.lib._stray"]
     run = libdoctor("why", "libaudiocore.so", venv.path)
-    assert "audiopkg/_extension.py:7" in run.stdout, run.stdout
+    assert "loaded by path at audiopkg/_extension.py:7" in run.stdout, run.stdout

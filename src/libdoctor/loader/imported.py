@@ -53,14 +53,16 @@ class LoadedBefore:
     provider_module: str  # what of it loads NAME: "torch._C", or its preload
     provider_root: str | None  # that extension module's path (None: the package's preload)
     provider_ok: bool  # that load succeeds, so ``import PACKAGE`` gets that far
-    statement: FirstImport  # where MODULE's package imports PACKAGE
+    statement: FirstImport  # where MODULE's package imports PACKAGE (or loads PATH itself)
+    by_path: bool = False  # MODULE's own package loads PATH by path at STATEMENT
 
     def evidence(self) -> dict[str, object]:
+        where = f"{self.statement.file}:{self.statement.line}"
         return {
             "loaded_by": f"import {self.package}",
             "via": self.provider_module,
             "path": self.path,
-            "imported_at": f"{self.statement.file}:{self.statement.line}",
+            ("loaded_by_path_at" if self.by_path else "imported_at"): where,
             "provider_loads": self.provider_ok,
         }
 
@@ -191,7 +193,7 @@ class ImportContext:
         top = dotted.split(".")[0]
         return LoadedBefore(
             name, path, module, top, module_name(path, [site]), path, ok,
-            FirstImport(top, load.file, load.line),
+            FirstImport(top, load.file, load.line), by_path=True,
         )  # fmt: skip
 
     def _shipped_index(self) -> dict[str, list[str]]:
