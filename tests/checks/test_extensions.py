@@ -24,6 +24,7 @@ Doc = dict[str, Any]
 HEAD = "_ZN3c104headEv"  # c10::head()
 TAIL = "_ZN3c104tailEv"  # c10::tail()
 GONE = "_ZN3c106legacyEv"  # c10::legacy(): what an older torch exported
+STABLE = "aoti_torch_newer"  # a function of torch's stable C ABI that a newer torch added
 
 
 def _lib(tmp: Path, name: str, **kwargs: Any) -> bytes:
@@ -148,3 +149,39 @@ def test_plan_install_of_another_torch_under_an_extension_is_a_break(
     assert run.rc == 1, run.describe()
     assert "extension-abi-mismatch" in run.stdout
     assert "torch 2.15.0 would replace torch 2.14.1+cu130" in run.stdout
+
+
+def test_a_library_loaded_by_path_is_held_against_torch_too(
+    make_wheel: WheelFactory, new_venv: VenvFactory, libdoctor: Libdoctor, tmp_path: Path
+) -> None:
+    """torchvision's ``_C.so``, torchaudio's ``libtorchaudio.so``: no ``PyInit``, loaded by
+    ``torch.ops.load_library``, so no module's closure holds it; its torch ABI and CUDA
+    build are the package's all the same."""
+    require_gcc()
+    build = tmp_path / "build"
+    venv = new_venv("torch-oplib")
+    needed = ["libtorch.so", "libcudart.so.12", "libvisionown.so"]
+    imports = [GONE, STABLE, "torch_own_helper"]  # the last: its own library's, not torch's
+    ops = _lib(build / "o", "_C.so", needed=needed, imports=imports, rpath="$ORIGIN")
+    own = _lib(build / "o", "libvisionown.so", soname="libvisionown.so",
+               exports=["torch_own_helper"])  # fmt: skip
+    wheel = make_wheel(
+        "visionpkg",
+        "0.24.1",
+        {
+            "visionpkg/__init__.py": b"import torch\n",
+            "visionpkg/_C.so": ops,
+            "visionpkg/libvisionown.so": own,
+        },
+        tag=native_tag(),
+    )
+    pip_install(venv, _torch(make_wheel, build, "13.0"), wheel)
+    found: dict[str, list[Doc]] = {}
+    for finding in libdoctor.check(venv.path, "--json").json()["findings"]:
+        found.setdefault(finding["code"], []).append(finding)
+    (abi,) = found["extension-abi-mismatch"]
+    assert abi["distribution"]["name"] == "visionpkg"
+    assert list(abi["evidence"]["missing"].values()) == [[GONE, STABLE]]
+    assert "loading visionpkg/_C.so (torch.ops.load_library) fails" in abi["message"]
+    (cuda,) = found["extension-cuda-mismatch"]
+    assert "built for CUDA 12 (needs libcudart.so.12)" in cuda["message"]

@@ -111,3 +111,45 @@ def test_when_the_earlier_import_fails_the_extension_fails_with_it(
     (fails_with,) = cudnn["evidence"]["fails_with"]
     assert fails_with["loaded_by"] == "import torchstub"
     assert fails_with["imported_at"] == "extpkg/__init__.py:1"
+
+
+def _audiopkg(make_wheel: WheelFactory, build: Path) -> Path:
+    """torchaudio's shape: ``_extension`` loads ``lib/libaudiocore.so`` by path (ctypes, as
+    ``torch.ops.load_library`` does) and then imports ``lib._audio``, which needs it by
+    soname with no RPATH. ``stray`` imports ``lib._stray`` (the same need) with no load
+    before it, and runs first."""
+    extension = (
+        b"import os\nfrom ctypes import CDLL\n\n"
+        b"def _load(lib):\n"
+        b"    CDLL(os.path.join(os.path.dirname(__file__), 'lib', lib + '.so'))\n\n"
+        b"_load('libaudiocore')\nimport audiopkg.lib._audio\n"
+    )
+    core = ["libaudiocore.so"]
+    return make_wheel(
+        "audiopkg",
+        "2.9.1",
+        {
+            "audiopkg/__init__.py": b"from audiopkg import stray, _extension\n",
+            "audiopkg/_extension.py": extension,
+            "audiopkg/stray.py": b"import audiopkg.lib._stray\n",
+            "audiopkg/lib/__init__.py": b"",
+            "audiopkg/lib/libaudiocore.so": _lib(build / "a", "libaudiocore.so",
+                                                 soname="libaudiocore.so"),
+            f"audiopkg/lib/_audio{EXT}": _lib(build / "a", f"_audio{EXT}", needed=core),
+            f"audiopkg/lib/_stray{EXT}": _lib(build / "a", f"_stray{EXT}", needed=core),
+        },
+        tag=native_tag(),
+    )  # fmt: skip
+
+
+def test_a_library_its_own_package_loads_by_path_first_is_found(
+    make_wheel: WheelFactory, new_venv: VenvFactory, build: Path, libdoctor: Libdoctor
+) -> None:
+    venv = new_venv("load-by-path")
+    pip_install(venv, _audiopkg(make_wheel, build))
+    found = _codes(libdoctor.check(venv.path, "--json", "--all").json())
+    (unresolved,) = found["unresolved-library"]  # only the module imported with no load first
+    assert unresolved["evidence"]["library"] == "libaudiocore.so"
+    assert unresolved["evidence"]["modules"] == ["audiopkg.lib._stray"]
+    run = libdoctor("why", "libaudiocore.so", venv.path)
+    assert "loaded by path at audiopkg/_extension.py:7" in run.stdout, run.stdout

@@ -11,7 +11,8 @@ or which their RPATH finds in ``torch/lib``: that torch is the one it loads with
   (``-cu12``, ``cuda12x``). Another major than torch's build is an error: its kernels need a
   runtime torch's process does not have.
 - Its ABI: every global undefined symbol in torch's namespaces (``c10``, ``at``, ``torch``,
-  ``caffe2``) is held against the dynamic symbols torch's libraries export, as ``ldd -r``
+  ``caffe2``) or of torch's stable C ABI (``aoti_torch_*``, ``torch_*``) is held against
+  the dynamic symbols torch's libraries export, as ``ldd -r``
   would, without running anything (``elf.dynsym``). One that none exports means it was
   built against another torch: its import fails with ``undefined symbol``.
 
@@ -30,7 +31,7 @@ from libdoctor.disk.stat import Disk
 from libdoctor.elf.dynamic import ElfFormatError
 from libdoctor.elf.dynsym import DynamicSymbols, open_symbols
 from libdoctor.environment.distributions import Distribution
-from libdoctor.environment.model import Environment
+from libdoctor.environment.model import Environment, is_inside
 from libdoctor.environment.paths import display
 from libdoctor.findings import DistRef, Finding, Severity
 from libdoctor.loader.extensions import LibraryAnalysis, module_name
@@ -42,9 +43,13 @@ __all__ = ["TORCH_SONAMES", "TORCH_SYMBOLS", "check_extensions", "fold_cuda_gaps
 
 TORCH_SONAMES = re.compile(r"^lib(torch(_[a-z_]+)?|c10(_[a-z]+)?)\.so$")
 """torch's own libraries, as an extension names them in DT_NEEDED."""
-TORCH_SYMBOLS = re.compile(r"^_Z(?:T[VIST])?N?K?(?:3c10|2at|5torch|6caffe2)")
-"""Mangled names in torch's namespaces (c10::, at::, torch::, caffe2::; their vtables too)."""
+TORCH_SYMBOLS = re.compile(r"^(?:_Z(?:T[VIST])?N?K?(?:3c10|2at|5torch|6caffe2)|aoti_torch_|torch_)")
+"""Mangled names in torch's namespaces (c10::, at::, torch::, caffe2::; their vtables too),
+and the C functions of torch's stable ABI (``aoti_torch_*``, ``torch_*``), which an
+extension built on it (torchvision 0.29's ``_C_stable.so``) needs from torch as well: that
+ABI holds for later torches only, and an older one lacks the newer functions."""
 _LABEL = re.compile(r"\+cu(\d{2,3})\b|(?:-cu|cuda)(\d{2})x?\b")
+_TORCH_REQ = re.compile(r"^torch\s*\(?\s*((?:[<>=!~]=?|===)\s*[^;)]+?)\s*\)?\s*$", re.I)
 _CU_REQ = re.compile(r"^nvidia-[a-z0-9-]+-cu(\d{2})\b", re.I)
 
 
@@ -56,6 +61,7 @@ class _Package:
     modules: list[Closure] = field(default_factory=list)
     cuda: dict[int, set[str]] = field(default_factory=dict)  # major -> evidence
     missing: dict[str, list[str]] = field(default_factory=dict)  # module -> symbols
+    by_path: set[str] = field(default_factory=set)  # libraries torch.ops.load_library loads
 
 
 def check_extensions(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
@@ -78,6 +84,8 @@ def check_extensions(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
         for closure in package.modules:
             needed = [n for n in exports.imports(closure.root) if TORCH_SYMBOLS.match(n)]
             lost = [n for n in needed if not exports.defines(n)]
+            if lost:  # a C name its own libraries define is theirs, not torch's
+                lost = exports.not_in_closure(closure, lost)
             if lost:
                 package.missing[closure.root] = lost
         if package.missing:
@@ -161,10 +169,14 @@ def _explains(mismatch: Finding, finding: Finding) -> bool:
 
 
 def _torch_extensions(analysis: LibraryAnalysis, torch: Distribution) -> dict[str, _Package]:
-    """Extension modules of other distributions that need torch's libraries, by owner."""
+    """Extension modules of other distributions that need torch's libraries, by owner; and
+    their libraries loaded by path (``torch.ops.load_library``: torchvision's ``_C.so``,
+    torchaudio's ``libtorchaudio.so``, fbgemm-gpu's, torchcodec's), which no module's
+    DT_NEEDED reaches: they hold torch's symbols the same way."""
     env = analysis.env
     out: dict[str, _Package] = {}
-    for closure in analysis.modules:
+    modules = {c.root for c in analysis.modules}
+    for closure in analysis.closures():
         if closure.root_error or not closure.loaded:
             continue
         root = closure.loaded[0]
@@ -174,7 +186,10 @@ def _torch_extensions(analysis: LibraryAnalysis, torch: Distribution) -> dict[st
         if not owners or owners[0].metadata_dir == torch.metadata_dir:
             continue
         dist = owners[0]
-        out.setdefault(dist.metadata_dir, _Package(dist)).modules.append(closure)
+        package = out.setdefault(dist.metadata_dir, _Package(dist))
+        package.modules.append(closure)
+        if closure.root not in modules:
+            package.by_path.add(closure.root)
     return out
 
 
@@ -221,6 +236,18 @@ class _Exports:
             self._known[name] = any(t.defines(name) for t in self._open())
         return self._known[name]
 
+    def not_in_closure(self, closure: Closure, names: list[str]) -> list[str]:
+        """NAMES that no other object of CLOSURE (the module's own libraries) defines."""
+        tables = []
+        for obj in closure.loaded[1:]:
+            try:
+                table = open_symbols(obj.path)
+            except (ElfFormatError, OSError, ValueError):
+                continue
+            if table is not None:
+                tables.append(table)
+        return [n for n in names if not any(t.defines(n) for t in tables)]
+
     def _open(self) -> list[DynamicSymbols]:
         if self._tables is None:
             tables = []
@@ -237,6 +264,40 @@ class _Exports:
 
 def _modules(env: Environment, closures: Iterable[str]) -> list[str]:
     return sorted(module_name(c, env.target.site_packages) for c in closures)
+
+
+def _first_load(env: Environment, package: _Package, roots: Iterable[str]) -> str:
+    """How the first of ROOTS comes into the process, for a message: a module's import
+    (modules first), else a library's load by path (``torch.ops.load_library``)."""
+    sites = env.target.site_packages
+
+    def order(root: str) -> tuple[bool, str]:
+        return root in package.by_path, module_name(root, sites)
+
+    root = min(roots, key=order)
+    if root in package.by_path:
+        site = next((s for s in sites if is_inside(root, s)), os.path.dirname(root))
+        return f"loading {display(os.path.relpath(root, site))} (torch.ops.load_library)"
+    return f"import {module_name(root, sites)}"
+
+
+def _needing(package: _Package, major: int) -> list[str]:
+    """The package's modules that need a library of CUDA MAJOR (all, when none names one:
+    the label said it)."""
+    roots = [
+        c.root for c in package.modules if any(soname_major(n) == major for n in c.loaded[0].needed)
+    ]
+    return roots or [c.root for c in package.modules]
+
+
+def _built_for(dist: Distribution) -> str:
+    """The torch the extension was built for, as far as its metadata says (``torch==2.9.1``,
+    ``torch>=2.14.0``)."""
+    for text in dist.requires_dist:
+        match = _TORCH_REQ.match(text)
+        if match is not None:
+            return f"the torch it was built for (its requirement: torch{match.group(1)})"
+    return "the torch it was built for"
 
 
 def _cuda_finding(
@@ -261,8 +322,9 @@ def _cuda_finding(
         code="extension-cuda-mismatch",
         severity=Severity.ERROR,
         message=(
-            f"{dist.display} is built for CUDA {major} ({why}), but {which}: import "
-            f"{modules[0]} needs a CUDA {major} runtime torch's process does not have. Install "
+            f"{dist.display} is built for CUDA {major} ({why}), but {which}: "
+            f"{_first_load(env, package, _needing(package, major))} needs a CUDA "
+            f"{major} runtime torch's process does not have. Install "
             f"{dist.name}'s build for CUDA {theirs}, or a torch built for CUDA {major}."
         ),
         distribution=DistRef(dist.name, dist.version),
@@ -289,7 +351,8 @@ def _replaced_finding(
         message=(
             f"torch {incoming.version} would replace torch {torch.version}, against which "
             f"{dist.display} is built (every torch symbol it needs is exported by that one): "
-            f"torch's C++ ABI changes between releases, and import {modules[0]} would fail "
+            f"torch's C++ ABI changes between releases, and "
+            f"{_first_load(env, package, (c.root for c in package.modules))} would fail "
             f"with 'undefined symbol'. Keep torch {_release(torch.version)}.*, or install "
             f"{dist.name}'s build for torch {incoming.release}."
         ),
@@ -315,10 +378,10 @@ def _abi_finding(env: Environment, package: _Package, torch: FrameworkBuild) -> 
         message=(
             f"{dist.display} needs {len(symbols)} symbol(s) of torch that {torch.dist.display} "
             f"does not export (e.g. {symbols[0]}): it was built against another torch, and "
-            f"import {modules[0]} fails with 'undefined symbol'"
+            f"{_first_load(env, package, package.missing)} fails with 'undefined symbol'"
             + (f" (and {len(modules) - 1} more module(s))" if len(modules) > 1 else "")
-            + f". Install {dist.name}'s build for torch {torch.dist.version}, or the torch it "
-            "was built for."
+            + f". Install {dist.name}'s build for torch {torch.dist.version}, or "
+            f"{_built_for(dist)}."
         ),
         distribution=DistRef(dist.name, dist.version),
         paths=tuple(sorted(package.missing)),

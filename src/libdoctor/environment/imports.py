@@ -42,8 +42,10 @@ __all__ = [
     "MAX_SOURCE",
     "FirstImport",
     "ImportSite",
+    "LoadByPath",
     "Reach",
     "imported_before",
+    "loaded_first",
     "module_imports",
     "reach",
 ]
@@ -504,3 +506,72 @@ def _module_of(package: _Package, name: str) -> str:
     while "." in name and package.path(name) is None:
         name = name.rsplit(".", 1)[0]
     return name
+
+
+@dataclass(frozen=True, slots=True)
+class LoadByPath:
+    """A call that names a library of the package, run before the import of a module."""
+
+    literal: str  # the string it passes: "libtorchaudio"
+    file: str  # relative to the site dir: "torchaudio/_extension/__init__.py"
+    line: int
+
+
+_SIMPLE = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign)
+
+
+def loaded_first(site: str, module: str, names: Collection[str]) -> LoadByPath | None:
+    """Where MODULE's package loads a library of its own by path before importing MODULE.
+
+    torchaudio's ``_extension/__init__.py`` runs ``_load_lib("libtorchaudio")`` (a
+    ``torch.ops.load_library`` of ``torchaudio/lib/libtorchaudio.so``) and then imports
+    ``torchaudio.lib._torchaudio``, whose DT_NEEDED ``libtorchaudio.so`` is then satisfied
+    by the soname already in the process. Every module of the package that imports MODULE
+    at import time must do so after a call, run at import and earlier in the same file,
+    with a string literal whose last path component is one of NAMES; the first such call
+    is the evidence. None when a module imports it without one, or none imports it.
+    """
+    if "." not in module:
+        return None
+    package = _Package(site, module.split(".")[0])
+    try:
+        importers = package.naming(module)
+    except _Unknown:
+        return None
+    first: LoadByPath | None = None
+    for importer in importers:
+        lines = [
+            s.line for s in package.imports(importer) if s.runs and _leads_to(s.module, module)
+        ]
+        if not lines:
+            continue
+        call = _call_naming(package, importer, min(lines), names)
+        if call is None:
+            return None
+        first = first or call
+    return first
+
+
+def _call_naming(
+    package: _Package, importer: str, before: int, names: Collection[str]
+) -> LoadByPath | None:
+    """IMPORTER's first call before line BEFORE, run at import, passing a literal in NAMES."""
+    data = package.source(importer)
+    try:
+        tree = ast.parse(data or b"")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    for node, runs in _walk(tree.body, True):
+        if not runs or node.lineno >= before or not isinstance(node, _SIMPLE):
+            continue
+        for call in ast.walk(node):
+            if not isinstance(call, ast.Call):
+                continue
+            for arg in [*call.args, *(k.value for k in call.keywords)]:
+                if (
+                    isinstance(arg, ast.Constant)
+                    and isinstance(arg.value, str)
+                    and arg.value.rsplit("/", 1)[-1] in names
+                ):
+                    return LoadByPath(arg.value, _display(package, importer), node.lineno)
+    return None

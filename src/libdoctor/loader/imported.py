@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from libdoctor.environment.imports import FirstImport, imported_before, reach
+from libdoctor.environment.imports import FirstImport, imported_before, loaded_first, reach
 from libdoctor.environment.model import is_inside
 from libdoctor.loader.extensions import LibraryAnalysis, module_name
 from libdoctor.loader.model import Closure
@@ -53,14 +53,16 @@ class LoadedBefore:
     provider_module: str  # what of it loads NAME: "torch._C", or its preload
     provider_root: str | None  # that extension module's path (None: the package's preload)
     provider_ok: bool  # that load succeeds, so ``import PACKAGE`` gets that far
-    statement: FirstImport  # where MODULE's package imports PACKAGE
+    statement: FirstImport  # where MODULE's package imports PACKAGE (or loads PATH itself)
+    by_path: bool = False  # MODULE's own package loads PATH by path at STATEMENT
 
     def evidence(self) -> dict[str, object]:
+        where = f"{self.statement.file}:{self.statement.line}"
         return {
             "loaded_by": f"import {self.package}",
             "via": self.provider_module,
             "path": self.path,
-            "imported_at": f"{self.statement.file}:{self.statement.line}",
+            ("loaded_by_path_at" if self.by_path else "imported_at"): where,
             "provider_loads": self.provider_ok,
         }
 
@@ -76,6 +78,8 @@ class ImportContext:
         self._providers: dict[str, list[tuple[Closure, str]]] | None = None
         self._before: dict[tuple[str, frozenset[str]], tuple[FirstImport, ...]] = {}
         self._reached: dict[str, bool] = {}
+        self._shipped: dict[str, list[str]] | None = None
+        self._resolving: set[tuple[str, str]] = set()
 
     def _index(self) -> dict[str, list[tuple[Closure, str]]]:
         """soname (and request name, file name) -> (module closure, object path) loading it."""
@@ -104,11 +108,18 @@ class ImportContext:
         return self._reached[root]
 
     def loaded_before(self, module: str, name: str) -> LoadedBefore | None:
-        """What answers to NAME when MODULE loads, thanks to a package imported first."""
+        """What answers to NAME when MODULE loads, thanks to a package imported first, or
+        to MODULE's own package loading a library of its own by path before importing it."""
         site = self._site_of(module)
         if site is None:
             return None
         dotted = module_name(module, [site])
+        found = self._from_other_packages(module, site, dotted, name)
+        return found if found is not None else self._loaded_by_path(module, site, dotted, name)
+
+    def _from_other_packages(
+        self, module: str, site: str, dotted: str, name: str
+    ) -> LoadedBefore | None:
         top = dotted.split(".")[0]
         candidates: dict[str, list[tuple[Closure, str]]] = {}
         for closure, path in self._index().get(name, ()):
@@ -144,6 +155,55 @@ class ImportContext:
                         statement,
                     )  # fmt: skip
         return None
+
+    def _loaded_by_path(
+        self, module: str, site: str, dotted: str, name: str
+    ) -> LoadedBefore | None:
+        """A library of MODULE's own distribution named NAME, which its package loads by
+        path (``torch.ops.load_library``, ``ctypes.CDLL``) before it imports MODULE: its
+        soname is then in the process (torchaudio's ``libtorchaudio.so``). Its own needs
+        are those of the same process: the load succeeds when each is found or loaded
+        before MODULE too."""
+        env = self._analysis.env
+        owners = env.owners(os.path.normpath(module))
+        if not owners or (module, name) in self._resolving:
+            return None
+        home = owners[0].metadata_dir
+        paths = [
+            p
+            for p in self._shipped_index().get(name, ())
+            if any(c.dist.metadata_dir == home for c in env.claims.get(p, ()))
+        ]
+        if not paths:
+            return None
+        load = loaded_first(site, dotted, {name, name.split(".so", 1)[0]})
+        if load is None:
+            return None
+        path = paths[0]
+        closure = next((c for c in self._analysis.closures() if c.root == path), None)
+        self._resolving.add((module, name))
+        try:
+            ok = closure is not None and all(
+                res.status == "found" or self.loaded_before(module, res.name) is not None
+                for res in closure.resolutions
+                if res.kind == "needed"
+            )
+        finally:
+            self._resolving.discard((module, name))
+        top = dotted.split(".")[0]
+        return LoadedBefore(
+            name, path, module, top, module_name(path, [site]), path, ok,
+            FirstImport(top, load.file, load.line), by_path=True,
+        )  # fmt: skip
+
+    def _shipped_index(self) -> dict[str, list[str]]:
+        """file name -> the environment's native files of that name."""
+        if self._shipped is None:
+            index: dict[str, list[str]] = {}
+            for path in self._analysis.natives:
+                index.setdefault(os.path.basename(path), []).append(path)
+            self._shipped = index
+        return self._shipped
 
     def _package_loads(self) -> Mapping[str, PackageLoads]:
         if self._preloaded is None:

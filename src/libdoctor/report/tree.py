@@ -93,7 +93,8 @@ def render_tree(
             if loaded is not None:
                 lines.append(
                     f"{indent}{branch}{res.name} => {short(env, loaded.path)}  [already loaded by "
-                    f"import {loaded.package}, {loaded.statement.file}:{loaded.statement.line}]"
+                    f"import {loaded.package}, {'by path at ' if loaded.by_path else ''}"
+                    f"{loaded.statement.file}:{loaded.statement.line}]"
                 )
                 continue
             if res.status != "found":

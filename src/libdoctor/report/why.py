@@ -108,8 +108,9 @@ def request_lines(why: Explanation, request: Request) -> list[str]:
         )
     elif request.before is not None:
         before = request.before
+        how = "loaded by path" if before.by_path else "imported"
         lines.append(
-            f"  already loaded by import {before.package} ({before.provider_module}, imported "
+            f"  already loaded by import {before.package} ({before.provider_module}, {how} "
             f"at {before.statement.file}:{before.statement.line}): {display(before.path)}"
             + ("" if before.provider_ok else f"; but import {before.package} itself fails")
         )
