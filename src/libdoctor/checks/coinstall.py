@@ -52,7 +52,8 @@ class LockFix:
 
 
 def path_conflicts(env: Environment, fix: LockFix) -> list[Finding]:
-    """One finding per pair of locked wheels that install the same paths."""
+    """One error per pair of locked wheels that install a path with different bytes; one
+    info for every path shared only with the same bytes (``nvidia/__init__.py``)."""
     pairs: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
     dists: dict[str, Distribution] = {}
     for path, claims in env.claims.items():
@@ -66,17 +67,36 @@ def path_conflicts(env: Environment, fix: LockFix) -> list[Finding]:
             differ, identical = pairs.setdefault((a.key, b.key), ([], []))
             rel = os.path.relpath(path, a.base_dir)
             (identical if same else differ).append(rel)
-    return [
+    found = [
         _conflict(dists[a], dists[b], sorted(differ), sorted(same), fix)
         for (a, b), (differ, same) in sorted(pairs.items())
+        if differ
     ]
+    shared: dict[str, set[str]] = {}
+    for (one, two), (unlike, alike) in pairs.items():
+        for path in alike if not unlike else []:
+            shared.setdefault(path, set()).update((dists[one].display, dists[two].display))
+    if shared:
+        found.append(_identical(shared))
+    return found
+
+
+def _identical(shared: Mapping[str, set[str]]) -> Finding:
+    paths = sorted(shared)
+    owners = sorted({d for ds in shared.values() for d in ds})
+    message = (
+        f"{len(paths)} path(s) are installed by several locked wheels with the same bytes "
+        f"({len(owners)} wheels): whichever is written last, the bytes are the same."
+    )
+    evidence = {"shared_by": {p: sorted(shared[p]) for p in paths}}
+    return Finding("lock-path-conflict", Severity.INFO, message, None, tuple(paths), evidence)
 
 
 def _grouped(paths: Sequence[str]) -> dict[str, int]:
-    """How many of PATHS lie in each directory, in order."""
+    """How many of PATHS lie under each directory (three levels deep at most), in order."""
     groups: dict[str, int] = {}
     for path in paths:
-        head = os.path.dirname(path) or "."
+        head = "/".join(os.path.dirname(path).split("/")[:3]) or "."
         groups[head] = groups.get(head, 0) + 1
     return groups
 
@@ -88,12 +108,6 @@ def _conflict(
     where = ", ".join(f"{d}/ ({n})" for d, n in groups.items())
     both = f"{a.display} and {b.display}"
     evidence = {"distributions": [a.display, b.display], "groups": groups, "identical": len(same)}
-    if not differ:
-        return Finding(
-            "lock-path-conflict", Severity.INFO,
-            f"{both} both install {len(same)} path(s) with the same bytes: {where}.",
-            DistRef(b.name, b.version), tuple(same), evidence,
-        )  # fmt: skip
     stray = fix.stray(a, b)
     alone = stray.key not in fix.required
     also = f" ({len(same)} more with the same bytes)" if same else ""
