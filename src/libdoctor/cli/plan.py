@@ -71,7 +71,10 @@ def _register_lock(actions: Any) -> None:
         "installing one path, CUDA wheels of another major than the framework's, and "
         "requirements the lock does not hold. Exit 0 clean, 1 findings, 2 cannot plan.",
     )
-    lock.add_argument("lock_file", metavar="FILE", help="pylock.toml, uv.lock or requirements")
+    lock.add_argument(
+        "lock_files", nargs="+", metavar="FILE",
+        help="pylock.toml, uv.lock or requirements (several: text output, each in turn)",
+    )  # fmt: skip
     lock.add_argument(
         "--python",
         dest="plan_python",
@@ -110,6 +113,15 @@ def _register_lock(actions: Any) -> None:
 
 
 def run_lock(args: argparse.Namespace) -> int:
+    """Each FILE planned in turn (pre-commit passes every changed lock); the worst exit."""
+    from libdoctor.errors import LibdoctorError
+
+    if len(args.lock_files) > 1 and args.format != "text":
+        raise LibdoctorError("--json and --format sarif plan one FILE at a time")
+    return max(_run_one_lock(args, path) for path in args.lock_files)
+
+
+def _run_one_lock(args: argparse.Namespace, path: str) -> int:
     from libdoctor.cli.verify import sync_options
     from libdoctor.environment.index import PYPI
     from libdoctor.environment.lockfile import package_lines
@@ -124,7 +136,7 @@ def run_lock(args: argparse.Namespace) -> int:
         credentials=(index,),
     )  # fmt: skip
     platform = planned(args.plan_python, args.platform)
-    plan = plan_lock(args.lock_file, platform, options, sync_options(args), args.allow_include)
+    plan = plan_lock(path, platform, options, sync_options(args), args.allow_include)
     order = {s: i for i, s in enumerate(sorted(Severity, reverse=True))}
     findings = sorted(plan.findings, key=lambda f: order[f.severity])
     if args.format == "sarif":
