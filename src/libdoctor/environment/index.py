@@ -1,6 +1,10 @@
 """A project's page on a simple index (PEP 503 HTML or PEP 691 JSON): its files and their
 sha256, as an installer sees them.
 
+``release_files`` keeps what it found for one release in the user cache
+(``<cache>/index-release/<key>.json``): a release's files on an index do not change once
+uploaded (PyPI never lets a file be replaced), so planning the same pins again asks nothing.
+
 One GET through ``remote.Http`` (the same deadline, credentials and proxies as a wheel's
 reading), asking for JSON first; the page is read at most ``MAX_PAGE`` bytes. What the page
 says is what a lock's hash is checked against, and where a pinned requirement's wheels are.
@@ -8,8 +12,11 @@ says is what a lock's hash is checked against, and where a pinned requirement's 
 
 from __future__ import annotations
 
+import hashlib
 import html.parser
 import json
+import os
+import tempfile
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,7 +26,7 @@ from libdoctor.environment.distributions import canonicalize_name
 from libdoctor.environment.remote import Http
 from libdoctor.errors import LibdoctorError
 
-__all__ = ["MAX_PAGE", "PYPI", "IndexFile", "project_files"]
+__all__ = ["MAX_PAGE", "PYPI", "IndexFile", "project_files", "release_files"]
 
 PYPI = "https://pypi.org/simple"
 MAX_PAGE = 64 << 20  # torch's JSON page on PyPI is a few MB
@@ -105,3 +112,65 @@ def _from_html(text: str, base: str) -> tuple[IndexFile, ...]:
         sha256 = _hex(digest) if algorithm == "sha256" else None
         out.append(IndexFile(filename or label, url, sha256))
     return tuple(out)
+
+
+def _is_version(filename: str, version: str) -> bool:
+    from packaging.utils import (
+        InvalidSdistFilename,
+        InvalidWheelFilename,
+        parse_sdist_filename,
+        parse_wheel_filename,
+    )
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        if filename.endswith(".whl"):
+            return parse_wheel_filename(filename)[1] == Version(version)
+        return parse_sdist_filename(filename)[1] == Version(version)
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return False
+
+
+def _release_file(cache_dir: str, index: str, name: str, version: str) -> str:
+    key = hashlib.sha256(f"{index.rstrip('/')}|{canonicalize_name(name)}|{version}".encode())
+    return os.path.join(cache_dir, "index-release", f"{key.hexdigest()}.json")
+
+
+def release_files(
+    index: str,
+    name: str,
+    version: str,
+    *,
+    cache_dir: str | None,
+    credentials: Sequence[str] = (),
+    offline: bool = False,
+) -> tuple[IndexFile, ...] | None:
+    """The files of NAME VERSION on INDEX, from the cache when it holds them; None when
+    OFFLINE and it does not."""
+    path = _release_file(cache_dir, index, name, version) if cache_dir else None
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                return tuple(IndexFile(str(f), str(u), s) for f, u, s in json.load(handle))
+        except (OSError, ValueError, TypeError):
+            pass
+    if offline:
+        return None
+    files = tuple(
+        f for f in project_files(index, name, credentials) if _is_version(f.filename, version)
+    )
+    if path is not None and files:
+        _keep(path, [[f.filename, f.url, f.sha256] for f in files])
+    return files
+
+
+def _keep(path: str, rows: list[list[str | None]]) -> None:
+    """Best effort, as the wheel-index cache: a failed write costs a request next time."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(rows, out)
+        os.replace(temp, path)
+    except OSError:
+        pass

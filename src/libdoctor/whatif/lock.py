@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from libdoctor.checks.coinstall import LockFix, cuda_majors, path_conflicts, unmet_requirements
 from libdoctor.environment.distributions import canonicalize_name
-from libdoctor.environment.index import PYPI, IndexFile, project_files
+from libdoctor.environment.index import PYPI, project_files, release_files
 from libdoctor.environment.lockfile import Lock, LockedPackage, Selection, read_lock
 from libdoctor.environment.lockselect import SyncOptions, select
 from libdoctor.environment.model import Environment, build_environment
@@ -168,38 +168,21 @@ def _from_index(
 ) -> tuple[str, str, str | None, bool] | Unplanned:
     """A pinned requirement's wheel for PLATFORM from the index (with the lock's hashes,
     only a file whose sha256 is one of them)."""
-    if options.offline:
-        why = "a pin without a locked URL: its wheel is found on the index only (--offline)"
+    mine = release_files(
+        options.index_url, package.name, package.version or "", cache_dir=options.cache_dir,
+        credentials=options.credentials, offline=options.offline,
+    )  # fmt: skip
+    if mine is None:
+        why = "a pin without a locked URL, and its release is not in the cache (--offline)"
         return Unplanned(package, why, Severity.WARNING)
-    files = project_files(options.index_url, package.name, options.credentials)
     hashes = {h.partition(":")[2] for h in package.hashes if h.startswith("sha256:")}
-    mine = [f for f in files if _is_version(f, package.version or "")]
     if hashes:
-        mine = [f for f in mine if f.sha256 in hashes]
+        mine = tuple(f for f in mine if f.sha256 in hashes)
     wheels = {f.filename: f for f in mine if f.filename.endswith(".whl")}
     chosen = choose_wheel(wheels, platform.tags)
     if chosen is None:
         return _nothing_fits(package, platform, any(not f.filename.endswith(".whl") for f in mine))
     return chosen, wheels[chosen].url, wheels[chosen].sha256, True
-
-
-def _is_version(file: IndexFile, version: str) -> bool:
-    from packaging.utils import (
-        InvalidSdistFilename,
-        InvalidWheelFilename,
-        parse_sdist_filename,
-        parse_wheel_filename,
-    )
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        if file.filename.endswith(".whl"):
-            found = parse_wheel_filename(file.filename)[1]
-        else:
-            found = parse_sdist_filename(file.filename)[1]
-        return found == Version(version)
-    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
-        return False
 
 
 # --------------------------------------------------------------------------- reading
