@@ -61,7 +61,6 @@ Code = Literal[
     "lock-files",
     "lock-path-conflict",
     "lock-cuda-mixed-major",
-    "lock-unresolved-library",
     "lock-requirement-unmet",
     "lock-cannot-tell",
     "stale-caches",
@@ -146,10 +145,6 @@ _CODES: tuple[CodeInfo, ...] = (
     CodeInfo(
         "lock-cuda-mixed-major",
         "plan lock: a framework built for one CUDA major beside CUDA wheels of another",
-    ),
-    CodeInfo(
-        "lock-unresolved-library",
-        "plan lock: a locked wheel needs a library no locked wheel or the platform provides",
     ),
     CodeInfo(
         "lock-requirement-unmet", "plan lock: a locked wheel requires what the lock does not hold"
