@@ -192,19 +192,29 @@ def test_offline_names_what_the_cache_lacks(index: Index, tmp_path: Path) -> Non
     assert all("not in the wheel-index cache" in f["message"] for f in doc["findings"])
 
 
-def test_sarif_points_at_the_package_line(index: Index) -> None:
-    lock = pylock(index, SEED, index.root / "pylock-sarif")
+@pytest.mark.parametrize("form", ["pylock", "uv", "requirements"])
+def test_sarif_points_at_the_package_line(index: Index, uv_lock: Path, form: str) -> None:
+    if form == "pylock":
+        lock = pylock(index, SEED, index.root / "pylock-sarif")
+    elif form == "uv":
+        lock = uv_lock
+    else:
+        lock = requirements(SEED, index.root / "req-sarif")
     run = run_libdoctor_inprocess(
-        "plan", "lock", lock, "--cache-dir", index.cache, "--format", "sarif"
-    )
-    assert run.rc == 1
+        "plan", "lock", lock, "--cache-dir", index.cache, "--index-url", index.simple,
+        "--format", "sarif",
+    )  # fmt: skip
+    assert run.rc == 1, run.stderr
     results = json.loads(run.stdout)["runs"][0]["results"]
     lines = lock.read_text().splitlines()
+    assert len(results) == 2
     for result in results:
         where = result["locations"][0]["physicalLocation"]
-        assert where["artifactLocation"]["uri"].endswith("pylock.toml")
+        assert where["artifactLocation"]["uri"] == lock.name
         line = lines[where["region"]["startLine"] - 1]
-        assert line.startswith("name = ")
+        name = {"lock-path-conflict": "nvidia-cudnn-cu13", "lock-cuda-mixed-major": "torch"}
+        expected = name[result["ruleId"]]
+        assert line in (f'name = "{expected}"', f"{expected}=={line.partition('==')[2]}")
 
 
 @pytest.mark.parametrize(
