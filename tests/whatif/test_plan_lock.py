@@ -223,12 +223,17 @@ def test_sarif_points_at_the_package_line(index: Index, uv_lock: Path, form: str
         ("404", "HTTP 404"),
         ("no-ranges", "does not answer range requests"),
         ("bad-lock", "does not parse"),
+        ("hash", "is not the index's"),
     ],
 )
 def test_cannot_plan_is_one_line_exit_2(
     index: Index, tmp_path: Path, what: str, expected: str
 ) -> None:
-    if what == "bad-lock":
+    if what == "hash":
+        lock = pylock(index, ["nvidia-cudnn-cu12"], tmp_path)
+        lock.write_text(lock.read_text().replace(index.sha256("nvidia-cudnn-cu12"), "ab" * 32))
+        run = run_libdoctor_inprocess("plan", "lock", lock, "--cache-dir", tmp_path / "c")
+    elif what == "bad-lock":
         lock = tmp_path / "requirements.txt"
         lock.write_text("this is ][ not a requirement\n")
         run = run_libdoctor_inprocess("plan", "lock", lock, "--cache-dir", tmp_path / "c")
