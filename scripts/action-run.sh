@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The step of action.yml: install libdoctor with pipx (unless INPUT_INSTALL=false), run
-# `libdoctor check` with the action's inputs (INPUT_* from the step's env), write the SARIF log
+# `libdoctor check` (or `plan lock FILE` with INPUT_PLAN_LOCK) with the action's inputs (INPUT_* from the step's env), write the SARIF log
 # when INPUT_FORMAT=sarif, and leave with libdoctor's exit code (0 healthy, 1 findings, 2 error).
 # Outputs exit-code and sarif-file go to $GITHUB_OUTPUT.
 set -uo pipefail
@@ -29,12 +29,18 @@ fi
 
 command -v libdoctor >/dev/null || { echo "::error::libdoctor is not on PATH" >&2; exit 2; }
 
-argv=(check)
-if [ -n "${INPUT_TARGET:-}" ]; then
-  argv+=("$INPUT_TARGET")
-fi
-if [ -n "${INPUT_PYTHON:-}" ]; then
-  argv+=(--python "$INPUT_PYTHON")
+if [ -n "${INPUT_PLAN_LOCK:-}" ]; then
+  argv=(plan lock "$INPUT_PLAN_LOCK")
+  what="plan lock"
+else
+  argv=(check)
+  what="check"
+  if [ -n "${INPUT_TARGET:-}" ]; then
+    argv+=("$INPUT_TARGET")
+  fi
+  if [ -n "${INPUT_PYTHON:-}" ]; then
+    argv+=(--python "$INPUT_PYTHON")
+  fi
 fi
 read -r -a extra <<< "${INPUT_ARGS:-}"
 argv+=("${extra[@]}")
@@ -51,6 +57,6 @@ else
 fi
 echo "exit-code=$rc" >> "$output"
 if [ "$rc" -ne 0 ]; then
-  echo "::error::libdoctor check exited $rc" >&2
+  echo "::error::libdoctor $what exited $rc" >&2
 fi
 exit "$rc"

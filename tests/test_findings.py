@@ -25,7 +25,7 @@ def test_the_literal_and_the_registry_list_the_same_codes() -> None:
 def test_the_readme_table_lists_every_check_code_and_whether_it_is_hidden() -> None:
     rows = re.findall(r"^\| `([a-z-]+)` \| ([^|]+) \|", _section("## `libdoctor check`"), re.M)
     table = {code: severity for code, severity in rows}
-    others = ("probe:", "verify:", "caches:")
+    others = ("probe:", "verify:", "caches:", "plan lock:")
     checks = {c for c, info in CODES.items() if not info.summary.startswith(others)}
     assert set(table) == checks
     for code, severity in table.items():
@@ -53,3 +53,9 @@ def test_the_readme_names_every_caches_code() -> None:
 def test_an_unknown_code_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown finding code"):
         Finding("no-such-code", Severity.ERROR, "m")  # type: ignore[arg-type]
+
+
+def test_the_readme_of_plan_lock_names_every_plan_lock_code() -> None:
+    section = _section("## `libdoctor plan lock")
+    codes = [c for c, info in CODES.items() if info.summary.startswith("plan lock:")]
+    assert codes and all(f"`{code}`" in section for code in codes)

@@ -59,6 +59,10 @@ Code = Literal[
     "lock-extra",
     "lock-artifact",
     "lock-files",
+    "lock-path-conflict",
+    "lock-cuda-mixed-major",
+    "lock-requirement-unmet",
+    "lock-cannot-tell",
     "stale-caches",
     "stale-cache-entry",
 ]
@@ -137,6 +141,15 @@ _CODES: tuple[CodeInfo, ...] = (
     CodeInfo("lock-extra", "verify: installed, but the lock does not ask for it here"),
     CodeInfo("lock-artifact", "verify: installed from another file than the lock's"),
     CodeInfo("lock-files", "verify: the locked version, but its files changed since"),
+    CodeInfo("lock-path-conflict", "plan lock: two locked wheels install the same path"),
+    CodeInfo(
+        "lock-cuda-mixed-major",
+        "plan lock: a framework built for one CUDA major beside CUDA wheels of another",
+    ),
+    CodeInfo(
+        "lock-requirement-unmet", "plan lock: a locked wheel requires what the lock does not hold"
+    ),
+    CodeInfo("lock-cannot-tell", "plan lock: a locked package whose files cannot be known"),
     CodeInfo("stale-caches", "compile caches hold entries built for other versions than the env's"),
     CodeInfo(
         "stale-cache-entry", "caches: cache entries built for another torch/triton/CUDA/Python"

@@ -148,6 +148,27 @@ def test_action_refuses_an_unknown_format(tmp_path: Path, healthy: Venv) -> None
 # --------------------------------------------------------------------------- pre-commit
 
 
+def test_action_plans_a_lock(tmp_path: Path) -> None:
+    """``plan-lock: FILE``: two locked wheels (local files) installing one path, stopped."""
+    from support.wheels import build_wheel
+
+    one = build_wheel(tmp_path / "w", "one", "1.0", {"shared/lib.so": b"one"})
+    two = build_wheel(tmp_path / "w", "two", "1.0", {"shared/lib.so": b"two"})
+    lock = tmp_path / "pylock.toml"
+    lock.write_text(
+        'lock-version = "1.0"\ncreated-by = "test"\n'
+        + "".join(
+            f'[[packages]]\nname = "{n}"\nversion = "1.0"\nwheels = [{{ path = "w/{w.name}" }}]\n'
+            for n, w in (("one", one), ("two", two))
+        )
+    )
+    done, output = run_step(tmp_path, {"plan-lock": "pylock.toml", "install": "false"})
+    assert done.returncode == 1, done.stderr
+    assert "lock-path-conflict" in done.stdout and "shared/lib.so" in done.stdout
+    assert outputs(output) == {"exit-code": "1"}
+    assert "::error::libdoctor plan lock exited 1" in done.stderr
+
+
 def hooks() -> dict[str, dict[str, Any]]:
     doc = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     return {h["id"]: h for h in doc}
@@ -162,6 +183,11 @@ def test_hooks_manifest() -> None:
     pattern = re.compile(verify["files"])
     assert all(pattern.search(f) for f in ("pylock.toml", "uv.lock", "requirements-dev.txt"))
     assert not pattern.search("setup.py")
+    plan = found["libdoctor-plan-lock"]
+    assert plan["entry"] == "libdoctor plan lock" and plan["pass_filenames"] is True
+    pattern = re.compile(plan["files"])
+    assert all(pattern.search(f) for f in ("a/pylock.toml", "uv.lock", "requirements.txt"))
+    assert not pattern.search("pyproject.toml")
 
 
 def git(cwd: Path, *args: str) -> str:

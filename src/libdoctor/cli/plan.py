@@ -56,6 +56,97 @@ def register(sub: Any) -> None:
     add_request_options(install)
     uninstall.set_defaults(func=run_uninstall)
     install.set_defaults(func=run_install)
+    _register_lock(actions)
+
+
+def _register_lock(actions: Any) -> None:
+    from libdoctor.cli.verify import add_sync_options
+
+    lock = actions.add_parser(
+        "lock",
+        help="what installing a lock file would do, before any environment exists",
+        description="Plan a lock file (pylock.toml, uv.lock, or a requirements file of pins) "
+        "for a Python and platform: the wheel the installer would choose for each package, "
+        "read by HTTP range requests (file list and RECORD, never the body), then two wheels "
+        "installing one path, CUDA wheels of another major than the framework's, and "
+        "requirements the lock does not hold. Exit 0 clean, 1 findings, 2 cannot plan.",
+    )
+    lock.add_argument(
+        "lock_files", nargs="+", metavar="FILE",
+        help="pylock.toml, uv.lock or requirements (several: text output, each in turn)",
+    )  # fmt: skip
+    lock.add_argument(
+        "--python",
+        dest="plan_python",
+        metavar="X.Y",
+        help="the Python to plan for (default: the one running libdoctor)",
+    )
+    lock.add_argument(
+        "--platform",
+        metavar="TAG",
+        help="a wheel platform tag (manylinux_2_28_x86_64; default: this machine)",
+    )
+    lock.add_argument(
+        "--index-url",
+        metavar="URL",
+        help="where a requirements lock's pins are found (default: "
+        "$PIP_INDEX_URL, else https://pypi.org/simple)",
+    )
+    lock.add_argument(
+        "--offline",
+        action="store_true",
+        help="answer from the wheel-index cache only; name what it lacks",
+    )
+    lock.add_argument(
+        "--cache-dir", metavar="DIR", help="the wheel-index cache (default: user cache dir)"
+    )
+    lock.add_argument(
+        "--allow-include",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a requirements lock's -r files may also come from DIR",
+    )
+    add_sync_options(lock)
+    common.add_output_options(lock, sarif=True)
+    lock.set_defaults(func=run_lock)  # fmt: skip
+
+
+def run_lock(args: argparse.Namespace) -> int:
+    """Each FILE planned in turn (pre-commit passes every changed lock); the worst exit."""
+    from libdoctor.errors import LibdoctorError
+
+    if len(args.lock_files) > 1 and args.format != "text":
+        raise LibdoctorError("--json and --format sarif plan one FILE at a time")
+    return max(_run_one_lock(args, path) for path in args.lock_files)
+
+
+def _run_one_lock(args: argparse.Namespace, path: str) -> int:
+    from libdoctor.cli.verify import sync_options
+    from libdoctor.environment.index import PYPI
+    from libdoctor.environment.lockfile import package_lines
+    from libdoctor.environment.tags import planned
+    from libdoctor.findings import Severity
+    from libdoctor.report import coinstall
+    from libdoctor.whatif.lock import LockPlanOptions, plan_lock
+
+    index = args.index_url or os.environ.get("PIP_INDEX_URL") or PYPI
+    options = LockPlanOptions(
+        cache_dir=changes.cache_dir(args), index_url=index, offline=args.offline,
+        credentials=(index,),
+    )  # fmt: skip
+    platform = planned(args.plan_python, args.platform)
+    plan = plan_lock(path, platform, options, sync_options(args), args.allow_include)
+    order = {s: i for i, s in enumerate(sorted(Severity, reverse=True))}
+    findings = sorted(plan.findings, key=lambda f: order[f.severity])
+    if args.format == "sarif":
+        common.write(coinstall.render_sarif(plan, findings, package_lines(plan.lock)))
+    elif args.json:
+        common.write(coinstall.render_json(plan, findings))
+    else:
+        color = common.use_color(args)
+        common.write(coinstall.render_text(plan, findings, color=color, verbose=args.verbose))
+    return common.exit_code(findings, "warning")
 
 
 def run_uninstall(args: argparse.Namespace) -> int:

@@ -40,7 +40,7 @@ def register(sub: Any) -> None:
         help="a requirements lock's -r files may also come from DIR (default: the lock's own "
         "directory tree only)",
     )
-    _add_sync_options(verify)
+    add_sync_options(verify)
     common.add_target_options(verify)
     common.add_output_options(verify, sarif=True)
     common.add_deep_options(verify, deep_help="also compare file hashes with RECORD")
@@ -48,7 +48,7 @@ def register(sub: Any) -> None:
     verify.set_defaults(func=run)
 
 
-def _add_sync_options(parser: Any) -> None:
+def add_sync_options(parser: Any) -> None:
     """``uv sync``'s selection flags, so the user passes the ones they synced with."""
     sync = parser.add_argument_group(
         "as synced",

@@ -51,6 +51,7 @@ __all__ = [
     "LockfileError",
     "Selection",
     "installed_from",
+    "package_lines",
     "read_lock",
     "source_requirement",
     "wheel_tags",
@@ -120,6 +121,7 @@ class LockedPackage:
     root: bool = False  # the locked project itself
     member: bool = False  # a uv workspace member (the project is one)
     default_groups: DefaultGroups | None = None  # uv: what ``uv sync`` of this member takes
+    index: str | None = None  # the simple index its files come from, when the lock says
 
     @property
     def hashes(self) -> frozenset[str]:
@@ -389,6 +391,7 @@ def _pylock_package(path: str, index: int, raw: Any) -> LockedPackage:
         artifacts=tuple(artifacts),
         marker=_optional_str(table, "marker", where),
         requires_python=_optional_str(table, "requires-python", where),
+        index=_optional_str(table, "index", where),
     )
 
 
@@ -467,6 +470,9 @@ def _uv_package(path: str, index: int, raw: Any, members: set[str]) -> LockedPac
         root=root,
         member=root or key in members,
         default_groups=_defaults_value(table.get("default-groups"), f"{where}.default-groups"),
+        index=source_table.get("registry")
+        if isinstance(source_table.get("registry"), str)
+        else None,
     )
 
 
@@ -954,3 +960,34 @@ def wheel_tags(filename: str) -> frozenset[str]:
         for a in abis.split(".")
         for x in platforms.split(".")
     )
+
+
+_TABLE = re.compile(r"^\s*\[\[\s*packages?\s*\]\]\s*$")
+_NAME_KEY = re.compile(r"^\s*name\s*=\s*[\"']([^\"']+)[\"']")
+_PIN_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[|==|===|;|@|\s|$)")
+
+
+def package_lines(lock: Lock) -> dict[str, int]:
+    """The line (1-based) of LOCK's file where each package is declared, by canonical name:
+    a ``[[package]]``/``[[packages]]`` table's ``name`` key, or a requirement's line. The
+    first one wins; a file that cannot be read again (standard input) gives none."""
+    if lock.path == "-":
+        return {}
+    try:
+        text = _read_input(lock.path, _Budget()).decode("utf-8", "replace")
+    except LibdoctorError:
+        return {}
+    found: dict[str, int] = {}
+    in_table = lock.format == "requirements.txt"
+    for number, line in enumerate(text.splitlines(), 1):
+        if lock.format == "requirements.txt":
+            match = _PIN_NAME.match(line)
+        elif _TABLE.match(line):
+            in_table = True
+            continue
+        else:
+            match = _NAME_KEY.match(line) if in_table else None
+        if match is not None:
+            found.setdefault(canonicalize_name(match[1]), number)
+            in_table = lock.format == "requirements.txt"
+    return found

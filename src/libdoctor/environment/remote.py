@@ -50,6 +50,7 @@ from libdoctor.environment.wheel import (
     WheelFile,
     dist_info_members,
     open_wheel,
+    read_member,
     wheel_from_archive,
 )
 from libdoctor.errors import LibdoctorError
@@ -73,7 +74,7 @@ _HEADERS = {
     "User-Agent": f"libdoctor/{__version__} Python-urllib",
 }
 
-How = Literal["range", "download", "cache"]
+How = Literal["range", "download", "cache", "file"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +86,10 @@ class RemoteRead:
     fetched: int  # bytes that came over the network (0 from the cache)
     requests: int
     how: How
+    extra: tuple[tuple[str, bytes], ...] = ()  # members asked for beside the dist-info
+
+    def member(self, name: str) -> bytes | None:
+        return next((data for member, data in self.extra if member == name), None)
 
 
 class _RangesRefused(Exception):
@@ -253,8 +258,10 @@ class Http:
         credentials: Iterable[str] = (),
         timeout: float = TIMEOUT,
         deadline: float = DEADLINE,
+        what: str = "wheel",
     ):
         self.url, self._auth = _authorization(url, credentials)
+        self._what = what
         self._timeout = timeout
         self._deadline = _Deadline(deadline)
         self._opener = urllib.request.build_opener(
@@ -264,11 +271,13 @@ class Http:
         self.fetched = 0
 
     def fail(self, reason: str) -> LibdoctorError:
-        return LibdoctorError(f"cannot read wheel {self.url}: {reason}")
+        return LibdoctorError(f"cannot read {self._what} {self.url}: {reason}")
 
-    def open(self, byte_range: str | None) -> HTTPResponse:
+    def open(self, byte_range: str | None, accept: str | None = None) -> HTTPResponse:
         """The response to a GET (with ``Range: BYTE_RANGE``); a 416 is ``_RangesRefused``."""
         request = urllib.request.Request(self.url, headers=_HEADERS)
+        if accept is not None:
+            request.add_header("Accept", accept)
         if byte_range is not None:
             request.add_header("Range", byte_range)
         if self._auth is not None:
@@ -454,27 +463,42 @@ def read_remote_wheel(
     credentials: Sequence[str] = (),
     timeout: float = TIMEOUT,
     deadline: float = DEADLINE,
+    members: Sequence[str] = (),
+    download: bool = True,
 ) -> RemoteRead:
     """The wheel at URL (its central directory, METADATA and RECORD), by range requests.
 
     SHA256 is the index's digest of the whole file: the cache key, and what a full download
     (when the server refuses ranges) is checked against. CREDENTIALS are index URLs whose
     userinfo is sent to a URL on the same host. TIMEOUT bounds each wait for a byte,
-    DEADLINE the whole read.
+    DEADLINE the whole read. MEMBERS: other members read too, where the wheel has them
+    (``torch/version.py``), each bounded as METADATA is. DOWNLOAD false: a server that
+    refuses ranges is one line, never a full download.
     """
-    cached = cached_wheel(cache_dir, sha256, url)
+    cached = cached_wheel(cache_dir, sha256, url, members)
     if cached is not None:
         return cached
     conn = Http(url, credentials, timeout, deadline)
     try:
-        read = _read_by_range(conn)
+        read = _read_by_range(conn, members)
     except _RangesRefused as refused:
-        read = _download(conn, refused.response, sha256, cache_dir)
-    _save(cache_dir, sha256, read)
+        if not download:
+            if refused.response is not None:
+                refused.response.close()
+            raise conn.fail("the server does not answer range requests") from None
+        read = _download(conn, refused.response, sha256, cache_dir, members)
+    _save(cache_dir, sha256, read, members)
     return read
 
 
-def _read_by_range(conn: Http) -> RemoteRead:
+def _extra_members(
+    archive: zipfile.ZipFile, names: Sequence[str], where: str
+) -> tuple[tuple[str, bytes], ...]:
+    wanted = [n for n in names if n in archive.NameToInfo]
+    return tuple((name, read_member(archive, name, where)) for name in wanted)
+
+
+def _read_by_range(conn: Http, members: Sequence[str] = ()) -> RemoteRead:
     response = conn.open(f"bytes=-{TAIL}")
     if response.status != 206:
         raise _RangesRefused(response)
@@ -487,11 +511,13 @@ def _read_by_range(conn: Http) -> RemoteRead:
     try:
         with open_wheel(cast(BinaryIO, file), conn.url) as archive:
             _, wanted = dist_info_members(archive, conn.url)
+            wanted += [archive.NameToInfo[n] for n in members if n in archive.NameToInfo]
             file.prefetch(_member_range(info) for info in wanted)
             wheel = wheel_from_archive(archive, conn.url)
+            extra = _extra_members(archive, members, conn.url)
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
         raise conn.fail(_describe(exc)) from None
-    return RemoteRead(wheel, size, conn.fetched, conn.requests, "range")
+    return RemoteRead(wheel, size, conn.fetched, conn.requests, "range", extra)
 
 
 def _member_range(info: zipfile.ZipInfo) -> tuple[int, int]:
@@ -505,6 +531,7 @@ def _download(
     response: HTTPResponse | None,
     sha256: str | None,
     cache_dir: str | None,
+    members: Sequence[str] = (),
 ) -> RemoteRead:
     """The whole wheel streamed to a file in the cache, checked, read, and removed: the
     index read from it is what the cache keeps."""
@@ -528,11 +555,12 @@ def _download(
         try:
             with open(temp, "rb") as handle, open_wheel(handle, conn.url) as archive:
                 wheel = wheel_from_archive(archive, conn.url)
+                extra = _extra_members(archive, members, conn.url)
         except (zipfile.BadZipFile, OSError, EOFError) as exc:
             raise conn.fail(_describe(exc)) from None
     finally:
         os.unlink(temp)
-    return RemoteRead(wheel, size, conn.fetched, conn.requests, "download")
+    return RemoteRead(wheel, size, conn.fetched, conn.requests, "download", extra)
 
 
 def _stream(conn: Http, response: HTTPResponse, out: BinaryIO) -> str:
@@ -576,9 +604,11 @@ def _cache_file(cache_dir: str | None, sha256: str | None) -> str | None:
     return os.path.join(cache_dir, "wheel-index", f"{sha256.lower()}.json")
 
 
-def cached_wheel(cache_dir: str | None, sha256: str | None, url: str) -> RemoteRead | None:
+def cached_wheel(
+    cache_dir: str | None, sha256: str | None, url: str, members: Sequence[str] = ()
+) -> RemoteRead | None:
     """The wheel read before from a file with this SHA256, named URL now; None if not kept
-    (or the kept copy is unreadable: it is read again)."""
+    (or the kept copy is unreadable, or lacks one of MEMBERS: it is read again)."""
     file = _cache_file(cache_dir, sha256)
     if file is None:
         return None
@@ -588,17 +618,28 @@ def cached_wheel(cache_dir: str | None, sha256: str | None, url: str) -> RemoteR
         if doc["format"] != _FORMAT:
             return None
         wheel = _wheel_from_json(doc["wheel"], _split_userinfo(url)[0])
-        return RemoteRead(wheel, int(doc["size"]), 0, 0, "cache")
+        kept = {str(k): base64.b64decode(v) for k, v in doc.get("extra", {}).items()}
+        absent = set(doc.get("absent", ()))
+        if any(m not in kept and m not in absent for m in members):
+            return None
+        extra = tuple((m, kept[m]) for m in members if m in kept)
+        return RemoteRead(wheel, int(doc["size"]), 0, 0, "cache", extra)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def _save(cache_dir: str | None, sha256: str | None, read: RemoteRead) -> None:
-    """Best effort: a cache that cannot be written costs the next run a read, nothing else."""
+def _save(
+    cache_dir: str | None, sha256: str | None, read: RemoteRead, members: Sequence[str] = ()
+) -> None:
+    """Best effort: a cache that cannot be written costs the next run a read, nothing else.
+    MEMBERS asked for and not in the wheel are kept as absent."""
     file = _cache_file(cache_dir, sha256)
     if file is None:
         return
-    doc = {"format": _FORMAT, "size": read.size, "wheel": _wheel_json(read.wheel)}
+    doc: dict[str, Any] = {"format": _FORMAT, "size": read.size, "wheel": _wheel_json(read.wheel)}
+    if members:
+        doc["extra"] = {m: base64.b64encode(d).decode("ascii") for m, d in read.extra}
+        doc["absent"] = [m for m in members if read.member(m) is None]
     try:
         os.makedirs(os.path.dirname(file), exist_ok=True)
         fd, temp = tempfile.mkstemp(dir=os.path.dirname(file), suffix=".tmp")

@@ -273,7 +273,8 @@ def wheel_distribution(
         dest = _wheel_destination(wheel, member.path, site, target)
         if not is_inside(dest, site.prefix):
             continue
-        rel = os.path.relpath(dest, site.path)
+        inside = dest.startswith(site.path) and dest[len(site.path) : len(site.path) + 1] == os.sep
+        rel = dest[len(site.path) + 1 :] if inside else os.path.relpath(dest, site.path)
         entry = RecordEntry(rel, member.hash, member.size)
         files[dest] = entry
         entries.append(entry)

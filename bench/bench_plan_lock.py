@@ -1,0 +1,100 @@
+"""Benchmark: ``libdoctor plan lock`` of a pinned torch CUDA lock against ``uv pip compile``
+of the same requirement for the same platform. Not a test.
+
+    python -m compileall -q src
+    python bench/bench_plan_lock.py [--requirement torch==2.14.1] [--rounds 3]
+                                    [--python 3.11] [--platform manylinux_2_28_x86_64]
+
+uv resolves the requirement once (its pins are the lock planned). Each round then times
+``uv pip compile`` with an empty uv cache (cold) and with the cache that run left (warm),
+``plan lock`` with an empty wheel-index cache (cold: every index page and wheel tail read)
+and again with the cache that run left (warm: no request). Bytes are what the plan's JSON
+reports: fetched over the network against the wheels' own sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def uv() -> str:
+    here = Path(sys.executable).parent / "uv"
+    return str(here) if here.exists() else shutil.which("uv") or "uv"
+
+
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    return time.perf_counter() - start, done
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requirement", default="torch==2.14.1")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--python", default="3.11")
+    parser.add_argument("--platform", default="manylinux_2_28_x86_64")
+    parser.add_argument("--index-url", default="https://pypi.org/simple")
+    args = parser.parse_args()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("UV_", "PIP_"))}
+    env["PYTHONPATH"] = str(ROOT / "src")
+    work = Path(tempfile.mkdtemp(prefix="bench-plan-lock-"))
+    (work / "req.in").write_text(args.requirement + "\n")
+    arch = args.platform.rsplit("_", 2)[-2:] if "x86_64" not in args.platform else ["x86_64"]
+    uv_platform = f"{'_'.join(arch)}-{args.platform.replace('_' + '_'.join(arch), '')}"
+    compile_argv = [
+        uv(), "pip", "compile", str(work / "req.in"), "--python-version", args.python,
+        "--python-platform", uv_platform, "--index-url", args.index_url, "--no-header", "-q",
+    ]  # fmt: skip
+    plan_argv = [
+        sys.executable, "-m", "libdoctor", "plan", "lock", str(work / "req.txt"),
+        "--python", args.python, "--platform", args.platform, "--index-url", args.index_url,
+        "--json",
+    ]  # fmt: skip
+    times: dict[str, list[float]] = {
+        k: [] for k in ("uv cold", "uv warm", "plan cold", "plan warm")
+    }
+    doc = None
+    for round_ in range(args.rounds):
+        uv_cache = work / f"uv-cache-{round_}"
+        cache = work / f"cache-{round_}"
+        for label in ("uv cold", "uv warm"):
+            seconds, done = timed([*compile_argv, "--cache-dir", str(uv_cache),
+                                   "-o", str(work / "req.txt")], env)  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            times[label].append(seconds)
+        for label in ("plan cold", "plan warm"):
+            seconds, done = timed([*plan_argv, "--cache-dir", str(cache)], env)
+            assert done.returncode in (0, 1), done.stderr
+            times[label].append(seconds)
+            if label == "plan cold":
+                doc = json.loads(done.stdout)
+    assert doc is not None
+    summary = doc["summary"]
+    print(f"{args.requirement} for Python {args.python}, {args.platform}: "
+          f"{summary['wheels']} wheels, {summary['wheel_bytes'] / 1e9:.2f} GB")  # fmt: skip
+    share = 100 * summary["fetched"] / summary["wheel_bytes"]
+    print(f"plan lock read {summary['fetched'] / 1e6:.2f} MB ({share:.3f}%) in "
+          f"{summary['requests']} wheel requests; findings: {len(doc['findings'])}")  # fmt: skip
+    for label, values in times.items():
+        print(f"{label:10} median {statistics.median(values):6.2f} s  {values}")
+    cold = statistics.median(times["plan cold"]) / statistics.median(times["uv cold"])
+    print(f"plan cold / uv cold: {cold:.2f}x (budget 2x); plan warm "
+          f"{statistics.median(times['plan warm']):.2f} s (budget 0.5 s)")  # fmt: skip
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

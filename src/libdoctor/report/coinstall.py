@@ -1,0 +1,157 @@
+"""``plan lock`` output: which lock, for which platform, what reading it cost, the findings.
+
+The JSON is the common document (``schema_version``, ``tool``, ``target``: the lock and the
+platform, ``summary``, ``findings``) with a ``lock`` object: its path and format, what was
+planned for, the wheels chosen (and what each cost), the packages whose files cannot be
+told, the excluded ones and the notes of its reading. SARIF results point at the lock file,
+at the line of the package each finding names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from libdoctor import __version__
+from libdoctor.findings import Finding, Severity
+from libdoctor.report.text import TITLE, Line, finding_lines, to_string
+
+if TYPE_CHECKING:
+    from libdoctor.whatif.lock import LockPlan
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} B"
+
+
+def cost_line(plan: LockPlan) -> str:
+    share = f" ({100 * plan.fetched / plan.size:.3f}%)" if plan.size else ""
+    cached = f", {plan.cached} from the cache" if plan.cached else ""
+    return (
+        f"read {_size(plan.fetched)} of {_size(plan.size)} of wheels by range{share}: "
+        f"{len(plan.wheels)} wheels, {plan.requests} requests{cached}"
+    )
+
+
+def header(plan: LockPlan) -> list[str]:
+    lock, selection = plan.lock, plan.selection
+    by = f", created by {lock.created_by}" if lock.created_by else ""
+    lines = [
+        f"libdoctor {__version__}: plan lock {lock.path} ({lock.format}{by})",
+        f"for {plan.platform.display}: {len(selection.required)} of {len(lock.packages)} "
+        "packages apply",
+        cost_line(plan),
+    ]
+    if selection.chosen:
+        lines.append(f"synced with: {selection.chosen}")
+    return lines
+
+
+def render_text(plan: LockPlan, findings: Sequence[Finding], *, color: bool, verbose: bool) -> str:
+    lines = [Line.of(text) for text in header(plan)]
+    lines.append(Line.of())
+    for severity in sorted(Severity, reverse=True):
+        chosen = [f for f in findings if f.severity == severity]
+        if chosen:
+            lines.append(Line.of(f"{TITLE[severity]} ({len(chosen)})", "bold"))
+            for finding in chosen:
+                lines += finding_lines(finding, verbose)
+    if verbose:
+        lines += [Line.of(f"note: {n}", "dim") for n in (*plan.lock.notes, *plan.selection.notes)]
+    lines.append(_verdict(plan, findings))
+    return to_string(lines, color=color)
+
+
+def _verdict(plan: LockPlan, findings: Sequence[Finding]) -> Line:
+    bad = [f for f in findings if f.severity >= Severity.WARNING]
+    if not bad:
+        told = f"{len(plan.wheels)} wheels planned together"
+        return Line.of("The lock installs cleanly here: ", "bold green").plus(told)
+    return Line.of(f"The lock would break an environment ({len(bad)})", "bold red")
+
+
+def lock_dict(plan: LockPlan) -> dict[str, Any]:
+    selection = plan.selection
+    return {
+        "path": plan.lock.path,
+        "format": plan.lock.format,
+        "created_by": plan.lock.created_by,
+        "planned_for": {
+            "python": f"{plan.platform.python[0]}.{plan.platform.python[1]}",
+            "platform": plan.platform.platform,
+            "tags": list(plan.platform.tags[:3]),
+        },
+        "wheels": [
+            {
+                "name": w.package.name,
+                "version": w.package.version,
+                "file": w.filename,
+                "size": w.read.size,
+                "fetched": w.read.fetched,
+                "requests": w.read.requests,
+                "how": w.read.how,
+            }
+            for w in plan.wheels
+        ],
+        "cannot_tell": [
+            {"name": u.package.name, "version": u.package.version, "why": u.why}
+            for u in plan.unplanned
+        ],
+        "excluded": [
+            {"name": e.package.name, "version": e.package.version, "why": e.why}
+            for e in selection.excluded
+        ],
+        "synced_with": selection.chosen or None,
+        "notes": [*plan.lock.notes, *selection.notes],
+    }
+
+
+def render_json(plan: LockPlan, findings: Sequence[Finding]) -> str:
+    from libdoctor.report.json import render
+
+    summary = {
+        "locked": len(plan.lock.packages),
+        "required": len(plan.selection.required),
+        "wheels": len(plan.wheels),
+        "fetched": plan.fetched,
+        "wheel_bytes": plan.size,
+        "requests": plan.requests,
+    }
+    target = {"lock": plan.lock.path, "platform": plan.platform.platform}
+    return render(
+        target=target, summary=summary, findings=findings, extra={"lock": lock_dict(plan)}
+    )
+
+
+def render_sarif(plan: LockPlan, findings: Sequence[Finding], lines: Mapping[str, int]) -> str:
+    """SARIF: every result at the lock file, at LINES' line for the package it names."""
+    import json
+    import os
+
+    from libdoctor.report import sarif
+    from libdoctor.report.json import dumps
+
+    directory = os.path.dirname(os.path.abspath(plan.lock.path))
+    doc = json.loads(sarif.render([_without_paths(f) for f in findings], directory,
+                                  fallback=os.path.abspath(plan.lock.path)))  # fmt: skip
+    for result, finding in zip(doc["runs"][0]["results"], findings, strict=True):
+        name = finding.distribution.name if finding.distribution else None
+        line = lines.get(_key(name)) if name else None
+        if line is not None:
+            result["locations"][0]["physicalLocation"]["region"] = {"startLine": line}
+    return dumps(doc)
+
+
+def _key(name: str) -> str:
+    from libdoctor.environment.distributions import canonicalize_name
+
+    return canonicalize_name(name)
+
+
+def _without_paths(finding: Finding) -> Finding:
+    from dataclasses import replace
+
+    return replace(finding, paths=())
