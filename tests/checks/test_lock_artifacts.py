@@ -29,6 +29,7 @@ SDIST = Artifact("sdist", "https://e.org/alpha-1.0.tar.gz", frozenset({OTHER}))
 VCS = Artifact("vcs", "https://e.org/alpha.git", commit="c0ffee")
 ARCHIVE = Artifact("archive", "https://e.org/alpha-1.0-py3-none-any.whl", frozenset({SHA}))
 NATIVE = Artifact("wheel", "https://e.org/alpha-1.0-cp399-cp399-linux_x86_64.whl")
+RENAMED = Artifact("wheel", "https://e.org/alpha-1.0-py3-none-manylinux1_x86_64.whl")
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +122,9 @@ def _package(source: str, *artifacts: Artifact) -> LockedPackage:
         (_package("registry", WHEEL), InstalledFrom(tags=("py3-none-any",)), "info"),
         (_package("registry", NATIVE), InstalledFrom(tags=("py3-none-any",)), "error"),
         (_package("registry", NATIVE, SDIST), InstalledFrom(tags=("py3-none-any",)), "info"),
+        # a pure build renamed to a platform (playwright): WHEEL keeps py3-none-any
+        (_package("registry", RENAMED), InstalledFrom(tags=("py3-none-any",)), "info"),
+        (_package("registry", RENAMED), InstalledFrom(tags=("cp399-none-any",)), "error"),
         (_package("registry"), InstalledFrom("file:///w", "archive", frozenset({SHA})), "info"),
         (_package("registry", WHEEL), InstalledFrom("file:///w", "archive"), "info"),  # uv: no hash
     ],

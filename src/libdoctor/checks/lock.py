@@ -377,6 +377,11 @@ def _by_tags(
         return where
     if set(found.tags) & locked:
         return f"{where}; its wheel tags match a locked wheel's"
+    if _renamed_to_platform(found.tags, locked):
+        return (
+            f"{where}; its WHEEL says {found.tags[0]}, as a locked wheel's file does once its "
+            "name adds the platform (the name is not rewritten into WHEEL)"
+        )
     if any(a.kind == "sdist" for a in package.artifacts):
         return f"a wheel tagged {found.tags[0]}, no locked wheel's: built from the locked sdist?"
     why = (
@@ -384,6 +389,16 @@ def _by_tags(
         f"tagged {', '.join(sorted(locked)[:4])}{' ...' if len(locked) > 4 else ''}"
     )
     return _artifact_finding(env, lock, package, dist, why, found)
+
+
+def _renamed_to_platform(tags: Sequence[str], locked: set[str]) -> bool:
+    """A platform-less WHEEL tag (``py3-none-any``) whose interpreter and ABI a locked file
+    name has with a platform (``py3-none-manylinux1_x86_64``): the wheels that bundle a
+    binary into a pure build and rename the file (playwright) keep WHEEL as built, and pip
+    and uv read a file's tags from its name only. Such a WHEEL is no evidence of another
+    file; different interpreter or ABI tags still are."""
+    pure = {t.rpartition("-")[0] for t in tags if t.endswith("-any")}
+    return any(t.rpartition("-")[0] in pure for t in locked)
 
 
 def _shown(hashes: frozenset[str]) -> str:
