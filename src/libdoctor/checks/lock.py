@@ -461,14 +461,24 @@ def _not_verifiable(lock: Lock, items: Sequence[tuple[LockedPackage, str]]) -> F
         severity=Severity.INFO,
         message=(
             f"Which file {names}{more} {'was' if len(items) == 1 else 'were'} installed from is "
-            f"not verifiable ({items[0][1]}): pip and uv keep a file's sha256 only for a URL or "
-            "file install. Versions and files are checked."
+            f"not verifiable ({_most_common_why(items)}): pip and uv keep a file's sha256 only "
+            "for a URL or file install. Versions and files are checked."
         ),
         evidence={
             "lock": lock.path,
             "not_verifiable": [{"name": p.name, "version": p.version, "why": w} for p, w in items],
         },
     )
+
+
+def _most_common_why(items: Sequence[tuple[LockedPackage, str]]) -> str:
+    """The reason most of ITEMS share (each one's own is in the evidence), with how many
+    have it when they differ: the editable project first in the list is not the rule."""
+    counts: dict[str, int] = {}
+    for _, why in items:
+        counts[why] = counts.get(why, 0) + 1
+    why, count = max(counts.items(), key=lambda item: item[1])
+    return why if count == len(items) else f"{count} of {len(items)}: {why}"
 
 
 # --------------------------------------------------------------------------- extra
