@@ -193,6 +193,7 @@ def test_uv_lock_is_walked_from_the_project_along_edges_that_hold(tmp_path: Path
     assert (speedup.source, speedup.artifacts[0].commit) == ("vcs", "0123abcd")
     six = next(p for p in chosen.required if p.key == "six")
     assert six.hashes == {f"sha256:{SHA_A}"}
+    assert six.index == "https://pypi.org/simple" and speedup.index is None
 
 
 def test_uv_lock_without_a_project_is_taken_whole(tmp_path: Path) -> None:

@@ -184,10 +184,25 @@ def _install_fix(
         return Fix((*argv[:-1], "--editable", path))
     requirement = source_requirement(package, lock.base)
     if requirement is None and package.version is not None and package.source == "registry":
-        requirement = f"{package.name}=={package.version}"
+        argv = install_argv(env.target, f"{package.name}=={package.version}", installer,
+                            reinstall=reinstall)  # fmt: skip
+        return Fix(from_locked_index(argv, package))
     if requirement is None:
         return None
     return Fix(install_argv(env.target, requirement, installer, reinstall=reinstall))
+
+
+_PYPI = ("https://pypi.org/simple", "https://pypi.org/simple/")
+
+
+def from_locked_index(argv: tuple[str, ...], package: LockedPackage) -> tuple[str, ...]:
+    """ARGV (an install of NAME==VERSION, the requirement last) from the index the lock
+    names for PACKAGE when it is not PyPI: torch 2.9.1+cpu is only on PyTorch's index, and
+    ``pip install torch==2.9.1+cpu`` from PyPI finds nothing. ``--no-deps`` makes it the
+    only index needed."""
+    if package.index is None or package.index in _PYPI:
+        return argv
+    return (*argv[:-1], "--index-url", package.index, argv[-1])
 
 
 def _version(env: Environment, lock: Lock, package: LockedPackage, dist: Distribution) -> Finding:
@@ -419,6 +434,8 @@ def _artifact_finding(
     installer = _dist_installer(dist, env)
     requirement = url or f"{package.name}=={package.version}"
     note = "" if url else "a reinstall from the index; verify again to see which file came"
+    argv = install_argv(env.target, requirement, installer, reinstall=True)
+    argv = argv if url else from_locked_index(argv, package)
     evidence = {
         **_lock_evidence(lock, package),
         "installed_from": found.url,
@@ -432,7 +449,7 @@ def _artifact_finding(
         dist,
         f"{dist.display} is not the locked artifact: {why}.",
         evidence,
-        Fix(install_argv(env.target, requirement, installer, reinstall=True), note=note),
+        Fix(argv, note=note),
     )
 
 
