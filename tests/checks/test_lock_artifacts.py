@@ -29,6 +29,7 @@ SDIST = Artifact("sdist", "https://e.org/alpha-1.0.tar.gz", frozenset({OTHER}))
 VCS = Artifact("vcs", "https://e.org/alpha.git", commit="c0ffee")
 ARCHIVE = Artifact("archive", "https://e.org/alpha-1.0-py3-none-any.whl", frozenset({SHA}))
 NATIVE = Artifact("wheel", "https://e.org/alpha-1.0-cp399-cp399-linux_x86_64.whl")
+RENAMED = Artifact("wheel", "https://e.org/alpha-1.0-py3-none-manylinux1_x86_64.whl")
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +122,9 @@ def _package(source: str, *artifacts: Artifact) -> LockedPackage:
         (_package("registry", WHEEL), InstalledFrom(tags=("py3-none-any",)), "info"),
         (_package("registry", NATIVE), InstalledFrom(tags=("py3-none-any",)), "error"),
         (_package("registry", NATIVE, SDIST), InstalledFrom(tags=("py3-none-any",)), "info"),
+        # a pure build renamed to a platform (playwright): WHEEL keeps py3-none-any
+        (_package("registry", RENAMED), InstalledFrom(tags=("py3-none-any",)), "info"),
+        (_package("registry", RENAMED), InstalledFrom(tags=("cp399-none-any",)), "error"),
         (_package("registry"), InstalledFrom("file:///w", "archive", frozenset({SHA})), "info"),
         (_package("registry", WHEEL), InstalledFrom("file:///w", "archive"), "info"),  # uv: no hash
     ],
@@ -150,3 +154,27 @@ def test_installers_are_not_extra_unless_locked(env: Environment, tmp_path: Path
     again = check_lock(env, RealDisk(), locked, Selection((alpha, pip), ()))
     versions = [f.distribution for f in again.findings if f.code == "lock-version"]
     assert [d.name for d in versions if d is not None] == ["pip"]
+
+
+@pytest.mark.parametrize(
+    ("index", "expected"),
+    [
+        ("https://download.pytorch.org/whl/cpu", ["--index-url", "https://download.pytorch.org/whl/cpu"]),
+        ("https://pypi.org/simple", []),
+        (None, []),
+    ],
+)  # fmt: skip
+def test_a_missing_package_is_fixed_from_the_index_the_lock_names(
+    env: Environment, index: str | None, expected: list[str]
+) -> None:
+    """nanochat's `uv sync --extra cpu` locks torch 2.9.1+cpu from PyTorch's index: the fix
+    that installs it from PyPI finds nothing there."""
+    torch = LockedPackage("torchish", "torchish", "2.9.1+cpu", "registry", (), index=index)
+    lock = Lock("uv.lock", "uv.lock", (torch,))
+    result = check_lock(env, RealDisk(), lock, Selection((torch,), ()))
+    (missing,) = [f for f in result.findings if f.code == "lock-missing"]
+    assert missing.fix is not None
+    argv = list(missing.fix.argv)
+    assert argv[-1] == "torchish==2.9.1+cpu"
+    assert argv[-1 - len(expected) : -1] == expected or not expected
+    assert ("--index-url" in argv) == bool(expected)

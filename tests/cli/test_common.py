@@ -60,3 +60,24 @@ def test_reports_degrade_to_ascii(
     assert "... and 3 more" in runs["check"].stdout, runs["check"].describe()
     assert "da\\xf1s.py" in runs["check --verbose"].stdout, runs["check --verbose"].describe()
     assert "libdoctor: error:" in runs["error"].stderr, runs["error"].describe()
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["plan", "uninstall", "numpy", "--json", "/env"],
+        ["plan", "install", "six", "--json", "/env"],
+        ["uninstall", "numpy", "--dry-run", "/env"],
+        ["install", "six", "--dry-run", "/env"],
+        ["probe", "numpy", "--python", "/py", "/env"],
+        ["caches", "clear", "--stale", "triton", "/env"],
+    ],
+)
+def test_the_target_may_follow_options(words: list[str]) -> None:
+    """`plan uninstall numpy --json ENV` is what a user types (the trial did): argparse alone
+    stops the positionals at the first option and refused ENV ("unrecognized arguments")."""
+    from libdoctor.cli.main import build_parser
+
+    args = build_parser(words[0]).parse_args(words)
+    positionals = getattr(args, "items", None) or getattr(args, "names", None) or args.targets
+    assert positionals[-1] == "/env"

@@ -181,8 +181,11 @@ def test_uv_lock_is_walked_from_the_project_along_edges_that_hold(tmp_path: Path
     chosen = select(lock, HERE)
     required = sorted(p.display for p in chosen.required)
     # dev is uv's default group; the fork's linux version; the extra an edge asks for
-    assert required == ["fork 2.0", "pytestish 1.0", "six 1.16.0", "speedup 1.0", "withextra 1.0"]
-    assert [p.display for p in chosen.optional] == ["demo 0.1.0"]
+    # the project itself too: uv sync installs it (editable)
+    assert required == [
+        "demo 0.1.0", "fork 2.0", "pytestish 1.0", "six 1.16.0", "speedup 1.0", "withextra 1.0"
+    ]  # fmt: skip
+    assert chosen.optional == ()
     why = {e.package.display: e.why for e in chosen.excluded}
     assert why["tomli 2.0.1"] == f"demo needs it only where {NOT_HERE}"
     assert set(why) == {"tomli 2.0.1", "fork 1.0", "slowdown 1.0", "ruffish 1.0", "sphinxish 1.0"}
@@ -190,6 +193,7 @@ def test_uv_lock_is_walked_from_the_project_along_edges_that_hold(tmp_path: Path
     assert (speedup.source, speedup.artifacts[0].commit) == ("vcs", "0123abcd")
     six = next(p for p in chosen.required if p.key == "six")
     assert six.hashes == {f"sha256:{SHA_A}"}
+    assert six.index == "https://pypi.org/simple" and speedup.index is None
 
 
 def test_uv_lock_without_a_project_is_taken_whole(tmp_path: Path) -> None:
@@ -380,3 +384,20 @@ def test_pylock_extras_and_groups_follow_the_options(tmp_path: Path) -> None:
     assert required(only_groups=("docs",)) == ["base", "sphinx"]
     with pytest.raises(LockfileError, match=r"apply to a uv\.lock only"):
         select(lock, HERE, SyncOptions(all_packages=True))
+
+
+@pytest.mark.parametrize(
+    ("source", "options"),
+    [
+        ('{ editable = "." }', SyncOptions(no_install_project=True)),
+        ('{ editable = "." }', SyncOptions(no_install_packages=("demo",))),
+        ('{ virtual = "." }', SyncOptions()),  # no build system, or package = false
+    ],
+)
+def test_a_project_uv_sync_does_not_install_is_optional(
+    tmp_path: Path, source: str, options: SyncOptions
+) -> None:
+    text = UV_LOCK.replace('source = { editable = "." }', f"source = {source}")
+    chosen = select(read_lock(_write(tmp_path, "uv.lock", text)), HERE, options)
+    assert [p.display for p in chosen.optional] == ["demo 0.1.0"]
+    assert "demo" not in {p.key for p in chosen.required}

@@ -333,3 +333,58 @@ def test_pyvenv_cfg_reads_as_site_venv_reads_it(tmp_path: Path) -> None:
         if inherited != (bool(truth["system_site"]) and "home" in cfg):
             differ.append((name, "inherited site dirs", inherited))
     assert differ == []
+
+
+def _laid_out_venv(root: Path, version_line: str) -> Path:
+    """A venv by its layout alone: pyvenv.cfg and an empty site-packages of this X.Y."""
+    major, minor = sys.version_info[:2]
+    (root / f"lib/python{major}.{minor}/site-packages").mkdir(parents=True)
+    cfg = f"home = /usr/bin\ninclude-system-site-packages = false\n{version_line}\n"
+    (root / "pyvenv.cfg").write_text(cfg)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("line", "full"),
+    [
+        ("version_info = {v}.2", "{v}.2"),  # uv
+        ("version = {v}.7", "{v}.7"),  # venv
+        ("version_info = {v}.0.final.0", "{v}.0"),  # virtualenv
+        ("version_info = {v}", None),  # no micro: not known
+    ],
+)
+def test_the_full_python_version_is_the_environments_own(
+    tmp_path: Path, line: str, full: str | None
+) -> None:
+    v = "{}.{}".format(*sys.version_info[:2])
+    target = from_directory(_laid_out_venv(tmp_path / "env", line.format(v=v)), "argument")
+    assert target.python_full_version == (full.format(v=v) if full else None)
+
+
+def test_python_option_reports_the_full_version(bare_venv: Path) -> None:
+    assert from_python(str(bare_venv / "bin" / "python")).python_full_version == (
+        platform.python_version()
+    )
+
+
+def test_a_micro_version_marker_is_read_at_the_environments_micro(tmp_path: Path) -> None:
+    """redis requires async-timeout where python_full_version < '3.11.3': in a 3.11.2 venv
+    pip check reports it missing, whatever Python runs libdoctor (3.11.7 read it as false)."""
+    import libdoctor
+
+    major, minor, micro = sys.version_info[:3]
+    own = 0 if micro else 1  # a micro version that is not the running interpreter's
+    env = _laid_out_venv(tmp_path / "env", f"version_info = {major}.{minor}.{own}")
+    dist = next(env.glob("lib/*/site-packages")) / "ldt_redis-1.0.dist-info"
+    dist.mkdir()
+    marker = f'python_full_version == "{major}.{minor}.{own}"'
+    (dist / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: ldt-redis\nVersion: 1.0\n"
+        f"Requires-Dist: ldt-async-timeout>=4; {marker}\n"
+    )
+    (dist / "RECORD").write_text(
+        "ldt_redis-1.0.dist-info/METADATA,,\nldt_redis-1.0.dist-info/RECORD,,\n"
+    )
+    report = libdoctor.check(str(env))
+    missing = [f for f in report.findings if f.code == "requirement-missing"]
+    assert [f.to_json()["evidence"]["name"] for f in missing] == ["ldt-async-timeout"]

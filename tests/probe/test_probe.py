@@ -21,7 +21,15 @@ from libdoctor.errors import LibdoctorError
 from libdoctor.findings import Code, Finding, Fix, Severity
 from libdoctor.probe.analyse import explain_failure
 from support.stackfake import EXT, TorchStack, compile_extension, fake_lib
-from support.venvs import SRC_DIR, LibdoctorRun, Venv, VenvFactory, libdoctor_env, pip_install
+from support.venvs import (
+    SRC_DIR,
+    LibdoctorRun,
+    Venv,
+    VenvFactory,
+    libdoctor_env,
+    pip_env,
+    pip_install,
+)
 from support.wheels import WheelFactory, native_tag
 
 pytestmark = pytest.mark.skipif(
@@ -508,3 +516,40 @@ def test_debian_system_python_probe_has_no_errors_or_warnings() -> None:
     loud = [f for f in doc["findings"] if f["severity"] in ("error", "warning")]
     assert loud == [], loud
     assert {f["code"] for f in doc["findings"]} <= {"loaded-foreign-bytes"}
+
+
+# --------------------------------------------------------------------------- --target folders
+
+
+def test_a_target_folder_is_imported_from_the_folder(
+    zoo: Venv, module_wheels: WheelFactory, tmp_path: Path
+) -> None:
+    """``pip install --target DIR`` is used through PYTHONPATH (pip's own advice): the child
+    gets DIR first on it, else every import of the folder's modules failed (a false
+    import-failed for each). The modules come before ``--python`` and the folder, as a user
+    types them."""
+    wheel = module_wheels(
+        "tgtmod",
+        "1.0",
+        {
+            "tgtmod/__init__.py": b"from . import _ext\n",
+            f"tgtmod/_ext{EXT}": compile_extension("_ext", needed=["libtg.so.1"], rpath="$ORIGIN"),
+            "tgtmod/libtg.so.1": fake_lib("libtg.so.1"),
+        },
+        tag=native_tag(),
+    )
+    folder = tmp_path / "folder"
+    pip = [str(zoo.python), "-m", "pip", "install", "-q", "--no-deps", "--target"]
+    subprocess.run(
+        [*pip, str(folder), str(wheel)],
+        env=pip_env(),
+        check=True,
+    )
+    run = probe("tgtmod", "--json", "--python", zoo.python, folder)
+    assert run.rc == 0, run.describe()
+    doc = run.json()
+    assert doc["findings"] == []
+    (module,) = doc["probes"]
+    assert module["ok"] is True
+    loaded = {os.path.basename(f["path"]) for f in module["loaded"]}
+    assert {f"_ext{EXT}", "libtg.so.1"} <= loaded

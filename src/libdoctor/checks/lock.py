@@ -184,10 +184,25 @@ def _install_fix(
         return Fix((*argv[:-1], "--editable", path))
     requirement = source_requirement(package, lock.base)
     if requirement is None and package.version is not None and package.source == "registry":
-        requirement = f"{package.name}=={package.version}"
+        argv = install_argv(env.target, f"{package.name}=={package.version}", installer,
+                            reinstall=reinstall)  # fmt: skip
+        return Fix(from_locked_index(argv, package))
     if requirement is None:
         return None
     return Fix(install_argv(env.target, requirement, installer, reinstall=reinstall))
+
+
+_PYPI = ("https://pypi.org/simple", "https://pypi.org/simple/")
+
+
+def from_locked_index(argv: tuple[str, ...], package: LockedPackage) -> tuple[str, ...]:
+    """ARGV (an install of NAME==VERSION, the requirement last) from the index the lock
+    names for PACKAGE when it is not PyPI: torch 2.9.1+cpu is only on PyTorch's index, and
+    ``pip install torch==2.9.1+cpu`` from PyPI finds nothing. ``--no-deps`` makes it the
+    only index needed."""
+    if package.index is None or package.index in _PYPI:
+        return argv
+    return (*argv[:-1], "--index-url", package.index, argv[-1])
 
 
 def _version(env: Environment, lock: Lock, package: LockedPackage, dist: Distribution) -> Finding:
@@ -377,6 +392,11 @@ def _by_tags(
         return where
     if set(found.tags) & locked:
         return f"{where}; its wheel tags match a locked wheel's"
+    if _renamed_to_platform(found.tags, locked):
+        return (
+            f"{where}; its WHEEL says {found.tags[0]}, as a locked wheel's file does once its "
+            "name adds the platform (the name is not rewritten into WHEEL)"
+        )
     if any(a.kind == "sdist" for a in package.artifacts):
         return f"a wheel tagged {found.tags[0]}, no locked wheel's: built from the locked sdist?"
     why = (
@@ -384,6 +404,16 @@ def _by_tags(
         f"tagged {', '.join(sorted(locked)[:4])}{' ...' if len(locked) > 4 else ''}"
     )
     return _artifact_finding(env, lock, package, dist, why, found)
+
+
+def _renamed_to_platform(tags: Sequence[str], locked: set[str]) -> bool:
+    """A platform-less WHEEL tag (``py3-none-any``) whose interpreter and ABI a locked file
+    name has with a platform (``py3-none-manylinux1_x86_64``): the wheels that bundle a
+    binary into a pure build and rename the file (playwright) keep WHEEL as built, and pip
+    and uv read a file's tags from its name only. Such a WHEEL is no evidence of another
+    file; different interpreter or ABI tags still are."""
+    pure = {t.rpartition("-")[0] for t in tags if t.endswith("-any")}
+    return any(t.rpartition("-")[0] in pure for t in locked)
 
 
 def _shown(hashes: frozenset[str]) -> str:
@@ -404,6 +434,8 @@ def _artifact_finding(
     installer = _dist_installer(dist, env)
     requirement = url or f"{package.name}=={package.version}"
     note = "" if url else "a reinstall from the index; verify again to see which file came"
+    argv = install_argv(env.target, requirement, installer, reinstall=True)
+    argv = argv if url else from_locked_index(argv, package)
     evidence = {
         **_lock_evidence(lock, package),
         "installed_from": found.url,
@@ -417,7 +449,7 @@ def _artifact_finding(
         dist,
         f"{dist.display} is not the locked artifact: {why}.",
         evidence,
-        Fix(install_argv(env.target, requirement, installer, reinstall=True), note=note),
+        Fix(argv, note=note),
     )
 
 
@@ -446,14 +478,24 @@ def _not_verifiable(lock: Lock, items: Sequence[tuple[LockedPackage, str]]) -> F
         severity=Severity.INFO,
         message=(
             f"Which file {names}{more} {'was' if len(items) == 1 else 'were'} installed from is "
-            f"not verifiable ({items[0][1]}): pip and uv keep a file's sha256 only for a URL or "
-            "file install. Versions and files are checked."
+            f"not verifiable ({_most_common_why(items)}): pip and uv keep a file's sha256 only "
+            "for a URL or file install. Versions and files are checked."
         ),
         evidence={
             "lock": lock.path,
             "not_verifiable": [{"name": p.name, "version": p.version, "why": w} for p, w in items],
         },
     )
+
+
+def _most_common_why(items: Sequence[tuple[LockedPackage, str]]) -> str:
+    """The reason most of ITEMS share (each one's own is in the evidence), with how many
+    have it when they differ: the editable project first in the list is not the rule."""
+    counts: dict[str, int] = {}
+    for _, why in items:
+        counts[why] = counts.get(why, 0) + 1
+    why, count = max(counts.items(), key=lambda item: item[1])
+    return why if count == len(items) else f"{count} of {len(items)}: {why}"
 
 
 # --------------------------------------------------------------------------- extra

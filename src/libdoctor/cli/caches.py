@@ -55,27 +55,7 @@ def register(sub: Any) -> None:
     group.add_argument("-y", "--yes", action="store_true", help="do not ask")
     group.add_argument("--cache-dir", metavar="DIR", help="where backups live")
     caches.set_defaults(func=run)
-    _intermix(caches)
-
-
-def _intermix(parser: argparse.ArgumentParser) -> None:
-    """Positionals after options (`caches clear --stale triton ENV --json`): this parser
-    reads its arguments as ``parse_intermixed_args`` does."""
-    base = type(parser)
-
-    class Intermixed(base):  # type: ignore[valid-type,misc]
-        _inside = False
-
-        def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
-            if self._inside:
-                return super().parse_known_args(args, namespace)
-            self._inside = True
-            try:
-                return self.parse_known_intermixed_args(args, namespace)
-            finally:
-                self._inside = False
-
-    parser.__class__ = Intermixed
+    common.intermix(caches)
 
 
 def _environ(args: argparse.Namespace) -> Mapping[str, str]:

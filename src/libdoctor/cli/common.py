@@ -7,7 +7,7 @@ import codecs
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from libdoctor.errors import LibdoctorError
 from libdoctor.findings import CODES, Finding, Severity
@@ -30,6 +30,28 @@ def codes(text: str) -> frozenset[str]:
             f"unknown code(s) {', '.join(unknown)}; known: {', '.join(CODES)}"
         )
     return found
+
+
+def intermix(parser: argparse.ArgumentParser) -> None:
+    """Positionals after options (`caches clear --stale triton ENV --json`, `probe numpy
+    --python PY DIR`, `plan uninstall numpy --json ENV`): this parser reads its arguments as
+    ``parse_intermixed_args`` does (plain argparse stops the positionals at the first
+    option and refuses the rest)."""
+    base = type(parser)
+
+    class Intermixed(base):  # type: ignore[valid-type,misc]
+        _inside = False
+
+        def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+            if self._inside:
+                return super().parse_known_args(args, namespace)
+            self._inside = True
+            try:
+                return self.parse_known_intermixed_args(args, namespace)
+            finally:
+                self._inside = False
+
+    parser.__class__ = Intermixed
 
 
 def add_target_options(parser: argparse.ArgumentParser, *, positional: bool = True) -> None:

@@ -47,6 +47,7 @@ def register(sub: Any) -> None:
     add_request_options(install)
     changes.add_installer_options(install)
     install.set_defaults(func=run)
+    common.intermix(install)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -56,6 +56,8 @@ def register(sub: Any) -> None:
     add_request_options(install)
     uninstall.set_defaults(func=run_uninstall)
     install.set_defaults(func=run_install)
+    for parser in (uninstall, install):
+        common.intermix(parser)
     _register_lock(actions)
 
 

@@ -44,6 +44,7 @@ def register(sub: Any) -> None:
     common.add_output_options(parser)
     common.add_filter_options(parser)
     parser.set_defaults(func=run)
+    common.intermix(parser)
 
 
 def _is_env_dir(name: str) -> bool:

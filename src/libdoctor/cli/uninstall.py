@@ -38,6 +38,7 @@ def register(sub: Any) -> None:
     )
     changes.add_installer_options(uninstall)
     uninstall.set_defaults(func=run)
+    common.intermix(uninstall)
 
 
 def run(args: argparse.Namespace) -> int:

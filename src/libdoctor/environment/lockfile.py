@@ -121,7 +121,9 @@ class LockedPackage:
     root: bool = False  # the locked project itself
     member: bool = False  # a uv workspace member (the project is one)
     default_groups: DefaultGroups | None = None  # uv: what ``uv sync`` of this member takes
-    index: str | None = None  # the simple index its files come from, when the lock says
+    # The index a registry package comes from, when the lock names one (uv.lock's
+    # ``source = { registry = URL }``, pylock's ``index``): torch's +cpu build is only there.
+    index: str | None = None
 
     @property
     def hashes(self) -> frozenset[str]:
@@ -391,7 +393,7 @@ def _pylock_package(path: str, index: int, raw: Any) -> LockedPackage:
         artifacts=tuple(artifacts),
         marker=_optional_str(table, "marker", where),
         requires_python=_optional_str(table, "requires-python", where),
-        index=_optional_str(table, "index", where),
+        index=_optional_str(table, "index", where) if source == "registry" else None,
     )
 
 
@@ -470,10 +472,13 @@ def _uv_package(path: str, index: int, raw: Any, members: set[str]) -> LockedPac
         root=root,
         member=root or key in members,
         default_groups=_defaults_value(table.get("default-groups"), f"{where}.default-groups"),
-        index=source_table.get("registry")
-        if isinstance(source_table.get("registry"), str)
-        else None,
+        index=_registry_url(source_table.get("registry")) if kind == "registry" else None,
     )
+
+
+def _registry_url(value: Any) -> str | None:
+    """A registry's URL as uv.lock writes it; a local index's path is left aside."""
+    return value if isinstance(value, str) and "://" in value else None
 
 
 def _uv_source(kind: str, table: Mapping[str, Any], where: str) -> list[Artifact]:

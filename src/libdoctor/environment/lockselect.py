@@ -19,9 +19,11 @@
   ``--only-dev`` and ``--dev`` are ``--no-group dev``, ``--only-group dev``, ``--group dev``.
   uv's conflict markers (``extra == 'extra-3-pkg-cpu'``, ``'group-3-pkg-dev'``) hold where
   that extra or group is active. Where a name has several versions (a forked resolution),
-  the edge's ``version`` and the package's ``resolution-markers`` pick one. The roots are
-  optional (``uv sync`` installs them, ``uv pip install -r`` an export does not), and so is
-  what ``--no-install-*`` left out. A uv.lock without a root is taken whole.
+  the edge's ``version`` and the package's ``resolution-markers`` pick one. The roots that
+  ``uv sync`` installs are required (a project removed from its own venv is drift: ``import``
+  of it fails, ``uv sync`` puts it back); a virtual root is optional, and so is what
+  ``--no-install-*`` left out (``--no-install-project`` for an env made from an export), and
+  an ``--only-group`` sync's project. A uv.lock without a root is taken whole.
 
 An edge or package marker that cannot be evaluated (one packaging cannot parse) counts as
 holding: the package is expected rather than silently left out.
@@ -300,8 +302,15 @@ def _walk_uv(lock: Lock, context: Mapping[str, Any], options: SyncOptions) -> Se
     chosen, _ = _reach(plan, by_key, context, active, notes, skipped)
     reasons = _unchosen_reasons(plan, by_key, context, active, chosen)
     left_out = _left_out(lock, options, plan.roots)
-    required = [p for p in chosen.values() if not p.root and p.key not in left_out]
-    optional = [*plan.roots, *(p for p in chosen.values() if not p.root and p.key in left_out)]
+    installed_roots = [r for r in plan.roots if _syncs_root(r, options, left_out)]
+    required = [
+        *installed_roots,
+        *(p for p in chosen.values() if not p.root and p.key not in left_out),
+    ]
+    optional = [
+        *(r for r in plan.roots if r not in installed_roots),
+        *(p for p in chosen.values() if not p.root and p.key in left_out),
+    ]
     picked = {id(p) for p in [*chosen.values(), *plan.roots]}
     excluded = [
         Exclusion(
@@ -407,6 +416,19 @@ def _unknown_names(
 
 def _names(roots: Sequence[LockedPackage]) -> str:
     return ", ".join(r.name for r in roots) or "the workspace"
+
+
+def _syncs_root(root: LockedPackage, options: SyncOptions, left_out: set[str]) -> bool:
+    """``uv sync`` installs a root it syncs (the project, the ``--package`` members, every
+    member with ``--all-packages``), editable, unless it is virtual (no build system, or
+    ``package = false``), an ``--only-group``/``--only-dev`` sync (which omits the project) or
+    a ``--no-install-*`` flag left it out (``--no-install-project``: the project, not the
+    other members)."""
+    if root.source == "virtual" or root.key in left_out:
+        return False
+    if options.only_groups or options.dev == "only":  # uv: the project is omitted then
+        return False
+    return not (options.no_install_project and root.root)
 
 
 def _left_out(lock: Lock, options: SyncOptions, roots: Sequence[LockedPackage]) -> set[str]:

@@ -68,14 +68,21 @@ EXTRA_ONLY = re.compile(
 
 
 def marker_environment(target: Target) -> dict[str, str]:
-    """PEP 508 marker values for the target: this machine, the target's Python version."""
+    """PEP 508 marker values for the target: this machine, the target's Python version.
+
+    python_full_version is the target's own (pyvenv.cfg, or what its interpreter reported):
+    a ``python_full_version < '3.11.3'`` (redis on async-timeout) is true in a 3.11.2 venv
+    whoever reads it. Only when the target states no micro version does the running
+    interpreter's stand in (same X.Y), else X.Y.0."""
     from packaging.markers import default_environment
 
     env = {k: str(v) for k, v in default_environment().items()}
     if target.python_version is not None:
         major, minor = target.python_version
         env["python_version"] = f"{major}.{minor}"
-        if not env.get("python_full_version", "").startswith(f"{major}.{minor}."):
+        if target.python_full_version is not None:
+            env["python_full_version"] = target.python_full_version
+        elif not env.get("python_full_version", "").startswith(f"{major}.{minor}."):
             env["python_full_version"] = f"{major}.{minor}.0"
     return env
 

@@ -49,6 +49,9 @@ class Target:
     site_dirs: tuple[SiteDir, ...]
     chosen_by: str  # why this target: "argument", "--python", "$VIRTUAL_ENV", ...
     python_version: tuple[int, int] | None = None
+    # PEP 508's python_full_version ("3.11.2") when the layout states it (pyvenv.cfg's
+    # version_info or version) or the interpreter reported it; None when only X.Y is known.
+    python_full_version: str | None = None
     # A folder made with ``pip install --target``: no prefix, no interpreter of its own;
     # installs go into it with ``--target``. What its wheels were built for, in words.
     target_dir: str | None = None
@@ -97,6 +100,18 @@ def _version_from_cfg(cfg: Mapping[str, str]) -> tuple[int, int] | None:
         match = re.match(r"^(\d+)\.(\d+)", cfg.get(key, ""))
         if match:
             return int(match[1]), int(match[2])
+    return None
+
+
+def _full_version_from_cfg(cfg: Mapping[str, str], version: tuple[int, int] | None) -> str | None:
+    """X.Y.Z from pyvenv.cfg (uv and virtualenv write version_info, venv writes version:
+    "3.11.2", "3.12.0.final.0"), when it agrees with the layout's X.Y; else None."""
+    for key in ("version_info", "version"):
+        match = re.match(r"^(\d+)\.(\d+)\.(\d+)", cfg.get(key, ""))
+        if match:
+            if version is not None and (int(match[1]), int(match[2])) != version:
+                return None
+            return f"{match[1]}.{match[2]}.{match[3]}"
     return None
 
 
@@ -324,6 +339,7 @@ def from_directory(path: Path, chosen_by: str, files: Rooted = HOST) -> Target:
         site_dirs=tuple(sites),
         chosen_by=chosen_by,
         python_version=version,
+        python_full_version=_full_version_from_cfg(cfg, version) if cfg else None,
     )
 
 
@@ -436,6 +452,7 @@ class Interpreter:
     implementation: str  # "cpython", "pypy"
     ext_suffix: str  # ".cpython-311-x86_64-linux-gnu.so"
     platform: str  # sysconfig.get_platform(): "linux-x86_64"
+    full_version: str | None = None  # platform.python_version(): "3.11.2"
 
     def describe(self) -> str:
         name = {"cpython": "CPython", "pypy": "PyPy"}.get(self.implementation, self.implementation)
@@ -506,7 +523,12 @@ def with_interpreter(target: Target, python: str, environ: Mapping[str, str]) ->
         raise TargetError(
             f"--python {python} is {interp.describe()} and cannot use {target.target_dir}: {why}"
         )
-    return replace(target, python=interp.path, python_version=interp.version)
+    return replace(
+        target,
+        python=interp.path,
+        python_version=interp.version,
+        python_full_version=interp.full_version,
+    )
 
 
 # --------------------------------------------------------------------------- --python
@@ -516,7 +538,7 @@ def with_interpreter(target: Target, python: str, environ: Mapping[str, str]) ->
 # Under -S a venv is not detected (site.venv() does that, and also runs .pth files), so
 # find pyvenv.cfg the way site.venv() does and ask sysconfig for that prefix's paths.
 _PROBE = """
-import json, os, site, sys, sysconfig
+import json, os, platform, site, sys, sysconfig
 exe_dir = os.path.dirname(os.path.abspath(sys.executable))
 prefix = sys.prefix
 for where in (exe_dir, os.path.dirname(exe_dir)):
@@ -531,6 +553,7 @@ except Exception:
 print(json.dumps({
     "prefix": prefix, "base_prefix": sys.base_prefix, "executable": sys.executable,
     "version": list(sys.version_info[:2]), "implementation": sys.implementation.name,
+    "full_version": platform.python_version(),
     "ext_suffix": sysconfig.get_config_var("EXT_SUFFIX") or "",
     "platform": sysconfig.get_platform(),
     "purelib": paths.get("purelib"), "platlib": paths.get("platlib"), "sites": sites,
@@ -580,6 +603,7 @@ def interpreter(python: str, environ: Mapping[str, str]) -> Interpreter:
         implementation=str(info.get("implementation", "")),
         ext_suffix=str(info.get("ext_suffix", "")),
         platform=str(info.get("platform", "")),
+        full_version=_reported_full_version(info),
     )
 
 
@@ -615,7 +639,13 @@ def from_python(
         site_dirs=tuple(sites),
         chosen_by=chosen_by,
         python_version=(info["version"][0], info["version"][1]),
+        python_full_version=_reported_full_version(info),
     )
+
+
+def _reported_full_version(info: Mapping[str, Any]) -> str | None:
+    full = info.get("full_version")
+    return full if isinstance(full, str) and re.match(r"^\d+\.\d+\.\d+", full) else None
 
 
 def _rebased(path: str, old: str, new: str) -> str:

@@ -8,6 +8,7 @@ run only if a probe needs them to explain a failed import or foreign bytes.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -101,12 +102,23 @@ def run_probe(
             workdir=workdir,
             timeout=timeout,
             deep=deep,
-            environ=dict(environ),
+            environ=child_environ(target, environ),
             finished=finished,
         )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return ProbeRun(python, tuple(probes), env)
+
+
+def child_environ(target: Target, environ: Mapping[str, str]) -> dict[str, str]:
+    """The children's environment: ENVIRON, and for a ``pip install --target`` folder that
+    folder first on PYTHONPATH, as pip says to use one (the interpreter named by --python
+    does not look there by itself; without it every import fails)."""
+    env = dict(environ)
+    if target.target_dir is not None:
+        rest = env.get("PYTHONPATH")
+        env["PYTHONPATH"] = target.target_dir + (os.pathsep + rest if rest else "")
+    return env
 
 
 def _probe_each(
