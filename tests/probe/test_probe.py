@@ -228,9 +228,12 @@ def zoo(module_venv: VenvFactory, module_wheels: WheelFactory) -> Venv:
         "preloadmod",
         "1.0",
         {
-            "preloadmod/__init__.py": b"import ctypes, os\n"
+            # Loaded in another module than the one importing _ext: a load the static
+            # import context (imports.loaded_first: same file, before the import) cannot see.
+            "preloadmod/__init__.py": b"from . import _loader\nfrom . import _ext\n",
+            "preloadmod/_loader.py": b"import ctypes, os\n"
             b"ctypes.CDLL(os.path.join(os.path.dirname(__file__), 'libs', 'libpre.so.1'),"
-            b" ctypes.RTLD_GLOBAL)\nfrom . import _ext\n",
+            b" ctypes.RTLD_GLOBAL)\n",
             f"preloadmod/_ext{EXT}": compile_extension("_ext", needed=["libpre.so.1"]),
             "preloadmod/libs/libpre.so.1": fake_lib("libpre.so.1"),
         },

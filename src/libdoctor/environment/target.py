@@ -49,9 +49,6 @@ class Target:
     site_dirs: tuple[SiteDir, ...]
     chosen_by: str  # why this target: "argument", "--python", "$VIRTUAL_ENV", ...
     python_version: tuple[int, int] | None = None
-    # PEP 508's python_full_version ("3.11.2") when the layout states it (pyvenv.cfg's
-    # version_info or version) or the interpreter reported it; None when only X.Y is known.
-    python_full_version: str | None = None
     # A folder made with ``pip install --target``: no prefix, no interpreter of its own;
     # installs go into it with ``--target``. What its wheels were built for, in words.
     target_dir: str | None = None
@@ -60,6 +57,9 @@ class Target:
     # chroot, ``--root``): its loader configuration and packages are read there, nothing
     # of the host's, and none of its code runs. "/" for the running system.
     root: str = "/"
+    # PEP 508's python_full_version ("3.11.2") when the layout states it (pyvenv.cfg's
+    # version_info or version) or the interpreter reported it; None when only X.Y is known.
+    python_full_version: str | None = None
 
     @property
     def site_packages(self) -> tuple[str, ...]:
