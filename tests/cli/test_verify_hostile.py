@@ -1,9 +1,9 @@
 """``verify --lock`` fed hostile input: each is exit 2 and one line (or a clean verdict),
 in bounded memory and time, and never prints a line of a file outside the lock's tree.
 
-Each case runs libdoctor as a child process; its peak RSS is the child's own, from
-``os.wait4`` (never the test's). The limits named in the messages are the constants of
-``environment.lockfile``.
+Each case runs libdoctor under support.rss's launcher, which reports the child's own peak
+RSS (never the test's, which a child forked from it starts with). The limits named in the
+messages are the constants of ``environment.lockfile``.
 """
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
 
 from libdoctor.environment.lockfile import MAX_INCLUDE_DEPTH, MAX_INCLUDED_FILES
+from support.rss import launched
 from support.venvs import REPO_ROOT, Venv, VenvFactory, libdoctor_env
 
 PEAK_RSS_MB = 200
@@ -31,25 +33,28 @@ class Child(NamedTuple):
 
 
 def _run(*args: str | os.PathLike[str], stdin: int | None = None, timeout: float = 60) -> Child:
-    """As ``_libdoctor``, reaping the child with ``os.wait4`` to read its own peak RSS."""
-    argv = [sys.executable, "-m", "libdoctor", *(os.fspath(a) for a in args)]
-    proc = subprocess.Popen(
-        argv,
-        env=libdoctor_env(None, None),
-        cwd=REPO_ROOT,
-        stdin=stdin if stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        stdout, stderr = _drain(proc, timeout)
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait
-    return Child(proc.returncode, stdout, stderr, usage.ru_maxrss / 1024)
+    """As ``_libdoctor``, run by support.rss's launcher, which reads the child's own peak RSS
+    (one forked from the test process starts with the test's resident pages as its peak)."""
+    with tempfile.TemporaryDirectory() as work:
+        peak = Path(work) / "peak"
+        argv = launched(peak, [sys.executable, "-m", "libdoctor", *args])
+        proc = subprocess.Popen(
+            argv,
+            env=libdoctor_env(None, None),
+            cwd=REPO_ROOT,
+            stdin=stdin if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            stdout, stderr = _drain(proc, timeout)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        rc = proc.wait()
+        kib = int(peak.read_text()) if peak.exists() else 0
+    return Child(rc, stdout, stderr, kib / 1024)
 
 
 def _drain(proc: subprocess.Popen[bytes], timeout: float) -> tuple[str, str]:

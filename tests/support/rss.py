@@ -24,6 +24,7 @@ __all__ = [
     "ADDRESS_SPACE",
     "RSS_BOUND",
     "Measured",
+    "launched",
     "measured",
     "peak_rss",
     "run_measured",
@@ -59,6 +60,12 @@ sys.exit(os.waitstatus_to_exitcode(status) % 256)
 """
 
 
+def launched(peak: Path, argv: Sequence[str | os.PathLike[str]]) -> list[str]:
+    """ARGV run by the small launcher, which writes ARGV's own peak RSS (KiB) to PEAK: for a
+    test that drives the child's pipes itself."""
+    return [sys.executable, "-c", _LAUNCH, os.fspath(peak), *(os.fspath(a) for a in argv)]
+
+
 def run_measured(
     argv: Sequence[str | os.PathLike[str]],
     *,
@@ -71,7 +78,7 @@ def run_measured(
         peak = Path(work) / "peak"
         try:
             proc = subprocess.run(
-                [sys.executable, "-c", _LAUNCH, peak, *(os.fspath(a) for a in argv)],
+                launched(peak, argv),
                 capture_output=True,
                 env=libdoctor_env(env, cache_home),
                 cwd=REPO_ROOT,
