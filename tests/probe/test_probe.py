@@ -556,3 +556,22 @@ def test_a_target_folder_is_imported_from_the_folder(
     assert module["ok"] is True
     loaded = {os.path.basename(f["path"]) for f in module["loaded"]}
     assert {f"_ext{EXT}", "libtg.so.1"} <= loaded
+
+
+def test_a_cpu_framework_is_a_default_module(tmp_path: Path) -> None:
+    """A CPU jax or onnxruntime (no CUDA plugin) is probed by default: the trial's
+    ``libdoctor probe ENV`` on jax + jaxlib said "no framework found"."""
+    from libdoctor.environment.model import build_environment
+    from libdoctor.environment.target import discover
+    from libdoctor.probe.analyse import default_modules
+
+    site = tmp_path / "env" / "lib/python{}.{}/site-packages".format(*sys.version_info[:2])
+    for name in ("jax", "jaxlib", "onnxruntime", "numpy"):
+        info = site / f"{name}-1.0.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        (info / "RECORD").write_text(f"{name}-1.0.dist-info/METADATA,,\n")
+    cfg = "home = /usr/bin\ninclude-system-site-packages = false\n"
+    (tmp_path / "env" / "pyvenv.cfg").write_text(cfg)
+    env = build_environment(discover(str(tmp_path / "env"), None, {}))
+    assert default_modules(env) == ["jax", "onnxruntime"]

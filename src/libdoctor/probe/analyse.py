@@ -93,10 +93,15 @@ Predictor = Callable[[str, Sequence[str]], Prediction]
 
 
 def default_modules(env: Environment) -> list[str]:
-    """The import names of the frameworks installed in ENV, once each."""
-    from libdoctor.stack.frameworks import detect_frameworks
+    """The import names of the frameworks installed in ENV, once each: their CUDA builds
+    (``detect_frameworks``) and the plain distribution of each framework's module (a CPU
+    ``jax`` or ``onnxruntime`` is a framework too: "no framework found" was false there)."""
+    from libdoctor.stack.frameworks import FRAMEWORKS, detect_frameworks
 
-    return list(dict.fromkeys(build.module for build in detect_frameworks(env)))
+    modules = [build.module for build in detect_frameworks(env)]
+    installed = {dist.key for dist in env.distributions}
+    modules += [spec.module for spec in FRAMEWORKS if spec.module in installed]
+    return list(dict.fromkeys(modules))
 
 
 def facts_for(module: str) -> tuple[tuple[str, str], ...]:
