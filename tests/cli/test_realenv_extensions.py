@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from support.venvs import Libdoctor
+from support.venvs import Libdoctor, real_env
 
 pytestmark = pytest.mark.realenv
 
@@ -60,13 +60,6 @@ it is clean beside either torch and has no place here."""
 Doc = dict[str, Any]
 
 
-def _env(variable: str, default: str) -> Path:
-    path = Path(os.environ.get(variable, default))
-    if not (path / "pyvenv.cfg").is_file():
-        pytest.skip(f"no environment at {path} (set {variable})")
-    return path
-
-
 def _trial_env(key: str, side: str) -> Path:
     root = os.environ.get("LIBDOCTOR_EXT_ENVS")
     if not root:
@@ -82,13 +75,13 @@ def _canonical(name: str) -> str:
 
 
 def test_sgl_kernel_beside_its_torch_is_clean(libdoctor: Libdoctor) -> None:
-    env = _env("LIBDOCTOR_SGL_ENV", "/work/envs/sgl291")
+    env = real_env("LIBDOCTOR_SGL_ENV", "/work/envs/sgl291")
     doc = libdoctor.check(env, "--json").json()
     assert doc["summary"]["errors"] == 0 and doc["summary"]["warnings"] == 0, doc["findings"]
 
 
 def test_sgl_kernel_beside_a_cuda_13_torch(libdoctor: Libdoctor) -> None:
-    env = _env("LIBDOCTOR_SGL_CU13_ENV", "/work/envs/torch-sgl")
+    env = real_env("LIBDOCTOR_SGL_CU13_ENV", "/work/envs/torch-sgl")
     run = libdoctor.check(env, "--json")
     assert run.rc == 1
     found = {f["code"]: f for f in run.json()["findings"]}

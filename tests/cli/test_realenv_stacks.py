@@ -12,12 +12,11 @@ only read here. Set the variables to where they are; an env that is not there is
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from support.venvs import Libdoctor, run_libdoctor
+from support.venvs import Libdoctor, real_env, run_libdoctor
 
 pytestmark = pytest.mark.realenv
 
@@ -32,10 +31,7 @@ STACKS = {
 
 def _env(name: str) -> Path:
     variable, default, _ = STACKS[name]
-    path = Path(os.environ.get(variable, default))
-    if not (path / "pyvenv.cfg").is_file():
-        pytest.skip(f"no {name} environment at {path} (set {variable})")
-    return path
+    return real_env(variable, default, f"{name} ")
 
 
 @pytest.mark.parametrize("name", sorted(STACKS))

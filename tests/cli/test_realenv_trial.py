@@ -32,7 +32,7 @@ import pytest
 
 from support.checkdoc import check_ok
 from support.pipcheck import libdoctor_pairs, pip_check_pairs
-from support.venvs import Libdoctor, run_libdoctor
+from support.venvs import Libdoctor, real_env, run_libdoctor
 
 pytestmark = pytest.mark.realenv
 
@@ -53,10 +53,7 @@ REMOVALS = {
 
 def _env(name: str) -> Path:
     variable, default, _ = ENVS[name]
-    path = Path(os.environ.get(variable, default))
-    if not (path / "pyvenv.cfg").is_file():
-        pytest.skip(f"no trial {name} environment at {path} (set {variable})")
-    return path
+    return real_env(variable, default, f"trial {name} ")
 
 
 @pytest.mark.parametrize("name", sorted(ENVS))

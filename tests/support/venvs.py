@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import pytest
+
 from support.wheels import record_line
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "pip_env",
     "pip_install",
     "pip_uninstall",
+    "real_env",
     "run_libdoctor",
     "run_libdoctor_inprocess",
     "snapshot",
@@ -496,3 +499,12 @@ def base_site_packages() -> list[Path]:
         if path not in seen:
             seen.append(path)
     return seen
+
+
+def real_env(variable: str, default: str, what: str = "") -> Path:
+    """The real environment VARIABLE names (else DEFAULT) for the opt-in realenv tier, or the
+    test skipped, naming the path and the variable: WHAT says which ("jax ")."""
+    path = Path(os.environ.get(variable, default))
+    if not (path / "pyvenv.cfg").is_file():
+        pytest.skip(f"no {what}environment at {path} (set {variable})")
+    return path
