@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class CheckOptions:
     deep: bool = False
-    cache_dir: str | None = None  # None: no hash cache
+    # None: no cache (neither the hash cache nor the parsed files, ``environment.parsed``)
+    cache_dir: str | None = None
     workers: int | None = None
     # None: skip the loader checks. A callable is called where the checks run (possibly a
     # forked child), so the parent never pays for probing the loader or importing it.
@@ -155,7 +156,7 @@ def run_check(
     ``analysis.overlap.run_check`` (the same run, the loader work in a forked child) must
     equal, finding for finding."""
     disk = RealDisk(target.root) if disk is None else disk
-    env, states = model_and_states(target, disk)
+    env, states = model_and_states(target, disk, options.cache_dir)
     digests, hashing = None, None
     if options.deep:
         digests, stats = compute_digests(env, disk, options, progress, states)
@@ -178,10 +179,18 @@ def cache_findings(env: Environment, environ: Mapping[str, str] | None) -> list[
     return stale_summary(quick_stale(environ, env.target, versions), env.target.prefix)
 
 
-def model_and_states(target: Target, disk: Disk) -> tuple[Environment, list[FileState] | None]:
+def model_and_states(
+    target: Target, disk: Disk, cache_dir: str | None = None
+) -> tuple[Environment, list[FileState] | None]:
     """The full model, and every claimed file's state fetched at once on the real disk (the
-    --deep shortcut fingerprints them; the checks find them in the disk's memo)."""
-    env = build_environment(target)
+    --deep shortcut fingerprints them; the checks find them in the disk's memo). CACHE_DIR:
+    where parsed RECORDs are kept between runs (None: every RECORD parsed)."""
+    from libdoctor.environment.distributions import scan_target
+    from libdoctor.environment.parsed import RECORDS, ParsedFiles
+
+    records = ParsedFiles.load(cache_dir, target.prefix, RECORDS)
+    env = build_environment(target, scan_target(target, records=records))
+    records.save()
     states = None
     if isinstance(disk, RealDisk):
         pycache = f"{os.sep}__pycache__{os.sep}"  # is_bytecode(), inlined: 22k paths

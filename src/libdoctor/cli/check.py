@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         ignore=args.ignore,
         show_all=args.all,
         libraries=not args.no_libraries,
-        cache_dir=common.hash_cache_dir(args),
+        cache_dir=common.check_cache_dir(args),
         workers=args.workers,
         progress=progress,
     )
