@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 from libdoctor.analysis.run import Report
 from libdoctor.api import check
 from libdoctor.environment import parsed
+from libdoctor.loader.fs import ELF
 from support.venvs import Venv, VenvFactory, pip_install
 from support.wheels import WheelFactory
 from support.zoo import EXT, MALFORMED_ROWS, NATIVE, append_record_rows, lib, rewrite_record_row
@@ -118,6 +119,13 @@ def _swap_library(env: Env, rel: str) -> None:
     _written(env.site / "ldcn/lib/libldc.so.1", lib("l2"))  # another ELF, the same size
 
 
+def _not_elf(env: Env, rel: str) -> None:
+    """An ELF file's bytes replaced by others of its size that are no ELF (elf-invalid)."""
+    path = env.site / rel
+    if path.exists() and rel.endswith((".so", ".so.1")):
+        _written(path, b"\x7fELF" + b"\xff" * (path.stat().st_size - 4))
+
+
 def _untracked(env: Env, rel: str) -> None:
     _written(env.site / "ldcn/lib/libextra.so", lib("xx"))
 
@@ -178,7 +186,14 @@ def _restore(env: Env, dist: str) -> None:
 
 FileChange = Callable[[Env, str], None]
 DistChange = Callable[[Env, str], None]
-FILE_CHANGES: tuple[FileChange, ...] = (_same_size, _grow, _delete, _swap_library, _untracked)
+FILE_CHANGES: tuple[FileChange, ...] = (
+    _same_size,
+    _grow,
+    _delete,
+    _not_elf,
+    _swap_library,
+    _untracked,
+)
 DIST_CHANGES: tuple[DistChange, ...] = (
     _empty_record,
     _delete_record,
@@ -232,18 +247,38 @@ def trusting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(parsed, "RACY_NS", 0)
 
 
-@settings(
-    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+LIB, CORE = "ldcn/lib/libldc.so.1", f"ldcn/_core{EXT}"
+EVERY_CHANGE: tuple[Callable[[Env], None], ...] = (
+    *(lambda env, c=c: c(env, LIB) for c in FILE_CHANGES),
+    lambda env: _not_elf(env, CORE),
+    lambda env: _same_size(env, "ldcp/a.py"),
+    lambda env: _rewrite_row(env, PURE, "ldcp/a.py"),
+    *(lambda env, c=c: c(env, NATIVE_DIST) for c in DIST_CHANGES),
+    lambda env: _malformed_row(env, PURE, ROWS[0]),
+    lambda env: _reordered_record(env, PURE),
+    lambda env: _restore(env, PURE),
 )
-@given(steps=st.lists(changes(), min_size=1, max_size=4))
+
+
+def test_every_change_in_turn(env: Env, trusting: None) -> None:
+    """Each kind of change once, on a file it matters for (an ELF file, a RECORD)."""
+    for _ in _each_change(env, list(EVERY_CHANGE)):
+        _same(_checked(env, env.cache_dir), _checked(env, None))
+
+
+@settings(
+    max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=st.lists(changes(), min_size=1, max_size=3))
 def test_the_cache_never_changes_a_finding(
     env: Env, trusting: None, steps: list[Callable[[Env], None]]
 ) -> None:
     for _ in _each_change(env, steps):
         cached = _checked(env, env.cache_dir)
         _same(cached, _checked(env, None))
-    stored = parsed.ParsedFiles.load(str(env.cache_dir), str(env.venv.path), parsed.RECORDS)
-    assert stored.entries, "the warm runs stored parsed RECORDs"
+    for part in (parsed.RECORDS, ELF):
+        stored = parsed.ParsedFiles.load(str(env.cache_dir), str(env.venv.path), part)
+        assert stored.entries, f"the warm runs stored {part}"
 
 
 @pytest.mark.slow

@@ -85,6 +85,7 @@ def native_checks(
     digests: Digests | Callable[[], Digests | None] | None = None,
     libraries: LoaderContext | Callable[[], LoaderContext] | None = None,
     facts: bool = False,
+    cache_dir: str | None = None,
 ) -> tuple[list[Finding], NativeFacts | None]:
     """The loader, stack and requirement checks: ELF files, frameworks and Requires-Dist,
     independent of the file checks, needing no RECORD row but those of shared objects (so a
@@ -92,7 +93,8 @@ def native_checks(
 
     DIGESTS may be a function: called only when the stack checks need them, after the loader
     work, so a forked child can start before the hashing that produces them is done. With
-    FACTS, also the facts a snapshot keeps (else None).
+    FACTS, also the facts a snapshot keeps (else None). CACHE_DIR: where the ELF files
+    parsed are kept between runs (``environment.parsed``; None: every file parsed).
     """
     from libdoctor.checks.requirements import check_requirements
     from libdoctor.checks.stack import check_stack
@@ -107,9 +109,13 @@ def native_checks(
         from libdoctor.checks.extensions import check_extensions, fold_cuda_gaps
         from libdoctor.checks.libraries import check_libraries
         from libdoctor.checks.runtime import check_runtime_loads
+        from libdoctor.environment.parsed import ParsedFiles
         from libdoctor.loader.extensions import analyse, library_uses
+        from libdoctor.loader.fs import ELF
 
-        analysis = analyse(env, disk, libraries)
+        parsed = ParsedFiles.load(cache_dir, env.target.prefix, ELF)
+        analysis = analyse(env, disk, libraries, parsed)
+        parsed.save()
         findings += check_libraries(analysis, disk)
         findings += check_runtime_loads(analysis, disk)
         findings = fold_cuda_gaps(findings + check_extensions(analysis, disk))
@@ -161,7 +167,9 @@ def run_check(
     if options.deep:
         digests, stats = compute_digests(env, disk, options, progress, states)
         hashing = stats.as_dict()
-    native, facts = native_checks(env, disk, digests, options.libraries, options.facts)
+    native, facts = native_checks(
+        env, disk, digests, options.libraries, options.facts, options.cache_dir
+    )
     findings = check_files(env, disk, digests) + native
     findings += cache_findings(env, options.caches)
     return report_of(target, env, disk, findings, hashing, digests, facts)
