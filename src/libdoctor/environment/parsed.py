@@ -123,8 +123,11 @@ class ParsedFiles:
 
     def put(self, path: str, st: os.stat_result, value: Any) -> None:
         """Keep VALUE, parsed from PATH as it was at ST (taken before it was read), unless
-        the file changed too recently to be told apart from a later change."""
+        the file changed too recently to be told apart from a later change (or its file
+        system keeps no times: a zero would never move)."""
         if self.file is None or max(st.st_mtime_ns, st.st_ctime_ns) > self.settled_ns:
+            return
+        if st.st_mtime_ns <= 0 or st.st_ctime_ns <= 0:
             return
         self.used[path] = (identity(st), value)
         self.dirty = True
