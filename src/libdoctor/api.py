@@ -77,12 +77,18 @@ def check(
     cache_dir: str | None = None,
     workers: int | None = None,
     progress: ProgressFactory | None = None,
+    reuse: bool = False,
 ) -> Report:
     """Every check on TARGET (read only), as ``libdoctor check`` runs it. DEEP: also compare
     file hashes. CACHE_DIR: where digests and parsed RECORDs and ELF files are kept between
     runs (``libdoctor check`` passes the user's cache dir), None for no cache. SELECT, IGNORE
-    and SHOW_ALL pick the findings shown as ``--select``, ``--ignore`` and ``--all`` do."""
-    from libdoctor.analysis.overlap import run_check
+    and SHOW_ALL pick the findings shown as ``--select``, ``--ignore`` and ``--all`` do.
+    REUSE (with a CACHE_DIR): the findings of the last such run, if nothing it read has
+    changed since (``analysis.reuse``); its ``run`` then holds no model (``environment``)."""
+    if reuse and cache_dir is not None:
+        from libdoctor.analysis.reuse import run_check
+    else:
+        from libdoctor.analysis.overlap import run_check
     from libdoctor.analysis.run import CheckOptions, filter_findings, loader_context
 
     found = resolve_target(target, python)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from libdoctor.analysis.fork import Later, started_in_child
+from libdoctor.analysis.reuse import child_reads, merge_reads
 from libdoctor.analysis.run import (
     CheckOptions,
     NativeFacts,
@@ -126,9 +127,17 @@ def _start_native(
         def digests() -> Digests | None:
             return sent.get() if sent.here else CacheFirst(options.cache_dir, target, sent)
 
-    def work() -> tuple[list[Finding], NativeFacts | None]:  # in the child
-        model = native_model(target)  # nothing is read before the fork
+    def work() -> tuple[tuple[list[Finding], NativeFacts | None], frozenset[str] | None]:
+        model = native_model(target)  # in the child: nothing is read before the fork
         disk = RealDisk(target.root)
-        return native_checks(model, disk, digests, libraries, options.facts, options.cache_dir)
+        found = native_checks(model, disk, digests, libraries, options.facts, options.cache_dir)
+        return found, child_reads()  # what it read, for a recording run (analysis.reuse)
 
-    return started_in_child(work, later), later
+    wait = started_in_child(work, later)
+
+    def native() -> tuple[list[Finding], NativeFacts | None]:
+        found, reads = wait()
+        merge_reads(reads)
+        return found
+
+    return native, later

@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
         cache_dir=common.check_cache_dir(args),
         workers=args.workers,
         progress=progress,
+        reuse=args.html is None and args.format != "html",  # HTML draws from the model
     )
     common.keep_until_exit(report)
     from libdoctor.report import check as check_report  # after the check's fork: the

@@ -35,9 +35,12 @@ __all__ = [
     "RACY_NS",
     "RECORDS",
     "ParsedFiles",
+    "cache_file",
     "identity",
+    "read_bounded",
     "record_of",
     "record_value",
+    "write_atomic",
 ]
 
 _VERSION = 1
@@ -55,7 +58,8 @@ def identity(st: os.stat_result) -> Identity:
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_dev)
 
 
-def _cache_file(cache_dir: str, prefix: str, part: str) -> str:
+def cache_file(cache_dir: str, prefix: str, part: str) -> str:
+    """Where PART of PREFIX's cache is kept in CACHE_DIR."""
     try:
         from _blake2 import blake2b  # hashlib's own, without OpenSSL's set-up (3 ms)
     except ImportError:
@@ -64,7 +68,8 @@ def _cache_file(cache_dir: str, prefix: str, part: str) -> str:
     return os.path.join(cache_dir, "parsed", f"{key}.{part}")
 
 
-def _read_bounded(file: str) -> bytes | None:
+def read_bounded(file: str) -> bytes | None:
+    """FILE's bytes if it is a regular file of at most ``MAX_CACHE_BYTES``, else None."""
     try:
         fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
@@ -110,8 +115,8 @@ class ParsedFiles:
         settled = time.time_ns() - RACY_NS if settled_ns is None else settled_ns
         if cache_dir is None:
             return cls(None, prefix, settled_ns=settled)
-        file = _cache_file(cache_dir, prefix, part)
-        return cls(file, prefix, _entries(_read_bounded(file), prefix), settled)
+        file = cache_file(cache_dir, prefix, part)
+        return cls(file, prefix, _entries(read_bounded(file), prefix), settled)
 
     def get(self, path: str, st: os.stat_result) -> Any:
         """The value stored for PATH if the file is still the one parsed, else None."""
@@ -137,22 +142,29 @@ class ParsedFiles:
         temp file renamed), so a concurrent reader sees the old file or the new."""
         if self.file is None or not (self.dirty or self.used.keys() != self.entries.keys()):
             return
-        import contextlib
         import marshal
-        import tempfile
 
-        directory = os.path.dirname(self.file)
-        tmp = None
-        try:
-            os.makedirs(directory, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".parsed-", suffix=".tmp")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(marshal.dumps((_VERSION, self.prefix, self.used)))
-            os.replace(tmp, self.file)
-        except (OSError, ValueError):  # a cache we cannot write only costs time next run
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+        write_atomic(self.file, marshal.dumps((_VERSION, self.prefix, self.used)))
+
+
+def write_atomic(file: str, data: bytes) -> None:
+    """DATA as FILE, atomically (a temp file renamed, mode 0600), so a concurrent reader
+    sees the old file or the new; a cache that cannot be written only costs time."""
+    import contextlib
+    import tempfile
+
+    directory = os.path.dirname(file)
+    tmp = None
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".parsed-", suffix=".tmp")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, file)
+    except (OSError, ValueError):
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def _entries(data: bytes | None, prefix: str) -> dict[str, tuple[Identity, Any]]:

@@ -1,0 +1,387 @@
+"""A whole ``check`` reused while nothing it read has changed: the cache of check's result.
+
+A run of ``check`` is recorded: every path it asks the operating system about (``stat``,
+``lstat``, ``open``, ``listdir``, ``scandir``, ``readlink``, ``access``; ``os.path`` and
+``pathlib`` reach the disk through these), in this process and in the forked child that runs
+the loader (``analysis.overlap``). The recording is complete by construction: the check's
+own code is not asked what it read, the functions it reads through are. Each path is stored
+with its identity, ``(size, mtime_ns, inode, ctime_ns, device)`` from ``stat`` or the error
+it gave, and so is every directory on the way to it (an entry added, removed or renamed in a
+directory changes that directory's mtime and ctime): the ELF files and the system directories
+the loader searched, ``ld.so.cache``, the loader itself, the RECORDs, every claimed file,
+libdoctor's own modules. Beside them the key holds what is not a file: the options, every
+environment variable (``LD_LIBRARY_PATH`` among them), the working directory, the user and
+groups, the machine, the interpreter and libdoctor's version, and the target.
+
+A later run with the same key stats those paths again; only if every one still has its
+identity are the stored findings returned, without deciding again. Never stored: a run that
+read a path changed within ``parsed.RACY_NS`` of its start, or anything under ``/proc`` or
+``/sys`` (whose identities say nothing of their content), a ``--deep`` run that hashed
+anything (the next run would report other hashing figures). The compile-cache look
+(``stale-caches``, a bounded look into the user's caches) is not recorded: it runs fresh
+every time, on the stored versions. ``analysis.overlap.run_check`` is the plain path this one
+is tested against (``tests/property/test_check_cache.py``), finding for finding.
+
+The stored file is untrusted like the parsed-file cache (bounded, marshal'd plain values, its
+key compared whole); the findings are pickled, and only read back from a file in the user's
+own cache dir, written 0600 there.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from libdoctor.analysis.run import CheckOptions, NativeFacts, Report
+
+if TYPE_CHECKING:
+    from libdoctor.disk.hashing import ProgressFactory
+    from libdoctor.environment.target import Target
+    from libdoctor.findings import Finding
+    from libdoctor.stack.caches import Versions
+
+__all__ = ["child_reads", "merge_reads", "recording", "run_check"]
+
+_VERSION = 1
+_PART = "result"
+_UNSTORABLE = ("/proc", "/sys", "/dev")
+Identity = tuple[int, int, int, int, int] | int  # a stat's identity, or the errno it failed with
+
+_reads: set[str] | None = None  # the paths of the recording under way, if any
+_fds: dict[int, str] = {}  # fds os.open returned while recording: for dir_fd= calls
+
+
+_LINK = "\0"  # a read's mark for a path whose own entry was asked about (lstat, readlink)
+_UNKNOWN = "\0?"  # a path not known (relative to an fd not opened while recording)
+
+
+def _note(path: Any, dir_fd: int | None = None, link: bool = False) -> None:
+    reads = _reads
+    if reads is None or isinstance(path, int):  # an fd: its file was noted where opened
+        return
+    try:
+        name = os.fsdecode(os.fspath(path))
+    except (TypeError, ValueError):
+        return
+    if dir_fd is not None and not name.startswith("/"):
+        base = _fds.get(dir_fd)
+        if base is None:
+            reads.add(_UNKNOWN)
+            return
+        name = f"{base}/{name}"
+    elif not name.startswith("/"):
+        name = f"{os.getcwd()}/{name}" if name else os.getcwd()
+    reads.add(_LINK + name if link else name)
+
+
+def _wrap_path_call(original: Callable[..., Any], link: bool) -> Callable[..., Any]:
+    def call(path: Any = None, *args: Any, **kwargs: Any) -> Any:
+        entry = link or kwargs.get("follow_symlinks") is False
+        _note("." if path is None else path, kwargs.get("dir_fd"), entry)
+        return original(*(() if path is None else (path,)), *args, **kwargs)
+
+    return call
+
+
+_WRAPPED = ("stat", "lstat", "listdir", "scandir", "readlink", "access")
+
+
+@contextmanager
+def recording() -> Iterator[set[str]]:
+    """Every path asked about while inside (in this process, and in children forked inside,
+    see ``child_reads``): os's file queries and ``open`` are wrapped for the while."""
+    global _reads
+    if _reads is not None:  # nested: the outer recording holds it all
+        yield _reads
+        return
+    originals = {name: getattr(os, name) for name in _WRAPPED}
+    os_open, builtin_open = os.open, builtins.open
+
+    def opened(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+        _note(path, dir_fd)
+        fd = os_open(path, flags, mode, dir_fd=dir_fd)
+        if _reads is not None and not isinstance(path, int):
+            name = os.fsdecode(os.fspath(path))
+            if dir_fd is None and name.startswith("/"):
+                _fds[fd] = name
+        return fd
+
+    def open_file(file: Any, *args: Any, **kwargs: Any) -> Any:
+        _note(file)
+        return builtin_open(file, *args, **kwargs)
+
+    _reads = set()
+    try:
+        for name, original in originals.items():
+            setattr(os, name, _wrap_path_call(original, name in ("lstat", "readlink")))
+        os.open = opened
+        builtins.open = io.open = open_file
+        yield _reads
+    finally:
+        for name, original in originals.items():
+            setattr(os, name, original)
+        os.open = os_open
+        builtins.open = io.open = builtin_open
+        _reads = None
+        _fds.clear()
+
+
+def child_reads() -> frozenset[str] | None:
+    """In a forked child: what the recording under way saw (None if none is)."""
+    return None if _reads is None else frozenset(_reads | _own_modules())
+
+
+def merge_reads(reads: frozenset[str] | None) -> None:
+    """In the parent: add what a child's recording saw."""
+    if _reads is not None and reads:
+        _reads.update(reads)
+
+
+def _identity(path: str) -> Identity:
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return exc.errno or -1
+    except ValueError:
+        return -1
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_dev)
+
+
+def _anchor(path: str) -> tuple[int, ...] | int:
+    """What PATH's own entry is (``lstat``): for a directory only which one it is (a
+    directory replaced, or a link put in its place, is another inode), without its times,
+    which move with every entry in it, when only the entry on the way to a file read
+    matters; for anything else (a link, a file) its whole identity."""
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return exc.errno or -1
+    except ValueError:
+        return -1
+    kind = st.st_mode & 0o170000
+    if kind == 0o040000:
+        return (st.st_ino, st.st_dev, kind)
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_dev, kind)
+
+
+def _inputs(reads: set[str]) -> tuple[list[str], list[str]]:
+    """The paths whose whole identity is kept (READS but those only ``lstat``'ed, and the
+    nearest existing directory of each that is missing: the entry appearing there changes
+    it), and the anchors: the ``lstat``'ed and every directory on the way to each path,
+    see ``_anchor``."""
+    whole = {path for path in reads if not path.startswith(_LINK)}
+    anchors = {path[1:] for path in reads if path.startswith(_LINK)}
+    for path in list(whole):
+        if isinstance(_identity(path), int):
+            head = path.rpartition("/")[0] or "/"
+            while head != "/" and isinstance(_identity(head), int):
+                head = head.rpartition("/")[0] or "/"
+            whole.add(head)
+    for path in whole | anchors:
+        head = path.rpartition("/")[0]
+        while head and head not in anchors:
+            anchors.add(head)
+            head = head.rpartition("/")[0]
+    return sorted(whole), sorted(anchors)
+
+
+def _key(target: Target, options: CheckOptions) -> tuple[object, ...]:
+    """Everything beside the files that a check's findings depend on, as plain values."""
+    import pickle
+
+    from libdoctor import __version__
+
+    return (
+        _VERSION,
+        __version__,
+        sys.version,
+        tuple(os.uname()),
+        os.getuid(),
+        os.geteuid(),
+        os.getgid(),
+        tuple(sorted(os.getgroups())),
+        os.getcwd(),
+        tuple(sorted(os.environ.items())),
+        pickle.dumps(target, protocol=4),
+        options.deep,
+        options.libraries is not None,
+        options.facts,
+        options.caches is not None,
+    )
+
+
+def _stored_file(cache_dir: str, prefix: str) -> str:
+    from libdoctor.environment.parsed import cache_file
+
+    return cache_file(cache_dir, prefix, _PART)
+
+
+def _load(file: str, key: tuple[object, ...]) -> tuple[Any, ...] | None:
+    """The stored result for KEY if the file holds one and every path it read still has its
+    identity; else None."""
+    import marshal
+
+    from libdoctor.environment.parsed import read_bounded
+
+    data = read_bounded(file)
+    if data is None:
+        return None
+    try:
+        stored = marshal.loads(data)
+    except (EOFError, ValueError, TypeError):
+        return None
+    if type(stored) is not tuple or len(stored) != 6 or stored[0] != key:
+        return None
+    _, paths, identities, anchors, anchored, result = stored
+    if not all(type(v) is tuple for v in (paths, identities, anchors, anchored)):
+        return None
+    if type(result) is not bytes or not set(map(type, paths + anchors)) <= {str}:
+        return None
+    if tuple(map(_identity, paths)) != identities or tuple(map(_anchor, anchors)) != anchored:
+        return None
+    import pickle
+
+    try:
+        value = pickle.loads(result)
+    except Exception:  # damaged: decide again
+        return None
+    return value if type(value) is tuple and len(value) == 5 else None
+
+
+def _storable(reads: set[str], cache_dir: str) -> set[str] | None:
+    """The paths to store with a run that read READS (the cache's own files left out, and
+    libdoctor's modules added); None if it may not be stored."""
+    cache = (os.path.realpath(cache_dir), os.path.abspath(cache_dir))
+    mine = {
+        path
+        for path in reads
+        if path != os.devnull  # what a subprocess's stdin reads: always nothing
+        and not any(
+            path.lstrip(_LINK) == c or path.lstrip(_LINK).startswith(c + "/") for c in cache
+        )
+    }
+    if _UNKNOWN in mine or any(
+        p.lstrip(_LINK) == u or p.lstrip(_LINK).startswith(u + "/")
+        for p in mine
+        for u in _UNSTORABLE
+    ):
+        return None
+    return mine | _own_modules()
+
+
+def _own_modules() -> set[str]:
+    """The files of libdoctor's modules imported here (the import system's reads are not
+    seen by the recording): a changed libdoctor decides again."""
+    return {
+        file
+        for name, module in list(sys.modules.items())
+        if name.startswith("libdoctor") and (file := getattr(module, "__file__", None))
+    }
+
+
+def _racy(ident: tuple[int, ...] | int, newest_ns: int) -> bool:
+    """The file changed at or after NEWEST_NS, or keeps no times (a zero never moves)."""
+    if not isinstance(ident, tuple) or len(ident) < 5:  # an error, or a directory's entry
+        return False
+    return max(ident[1], ident[3]) >= newest_ns or not ident[1] or not ident[3]
+
+
+def run_check(
+    target: Target, options: CheckOptions, *, progress: ProgressFactory | None = None
+) -> Report:
+    """``analysis.overlap.run_check``, or the findings it gave last time when nothing it read
+    has changed since (with no cache dir: always the plain run). A reused report holds no
+    model, disk or digests (``Report.environment`` is None)."""
+    from libdoctor.analysis.overlap import run_check as checked
+
+    if options.cache_dir is None:
+        return checked(target, options, progress=progress)
+    file = _stored_file(options.cache_dir, target.prefix)
+    key = _key(target, options)
+    stored = _load(file, key)
+    if stored is not None:
+        findings, distributions, files, hashing, rest = stored
+        versions, facts = rest
+        caches = _cache_findings(target, options, versions)
+        return Report(
+            target=target,
+            distributions=distributions,
+            files=files,
+            findings=findings + tuple(caches),
+            hashing=hashing,
+            facts=facts,
+        )
+    started = time.time_ns()
+    with recording() as reads:
+        report = checked(target, replace(options, caches=None), progress=progress)
+    versions = _versions(report)
+    caches = _cache_findings(target, options, versions)
+    _save(file, key, report, versions, reads, options.cache_dir, started)
+    return replace(report, findings=report.findings + tuple(caches))
+
+
+def _versions(report: Report) -> Versions | None:
+    if report.environment is None:
+        return None
+    from libdoctor.stack.caches import Versions
+
+    return Versions.of(report.target, report.environment.distributions)
+
+
+def _cache_findings(
+    target: Target, options: CheckOptions, versions: Versions | None
+) -> list[Finding]:
+    if options.caches is None or versions is None:
+        return []
+    from libdoctor.checks.caches import stale_summary
+    from libdoctor.stack.caches import quick_stale
+
+    return stale_summary(quick_stale(options.caches, target, versions), target.prefix)
+
+
+def _save(
+    file: str,
+    key: tuple[object, ...],
+    report: Report,
+    versions: Versions | None,
+    reads: set[str],
+    cache_dir: str,
+    started_ns: int,
+) -> None:
+    """Store REPORT's findings with what they were decided from, unless that may not be
+    trusted next time (see the module's doc)."""
+    from libdoctor.environment.parsed import RACY_NS, write_atomic
+
+    hashing = report.hashing
+    if hashing is not None and (hashing.get("files_hashed") or hashing.get("errors")):
+        return
+    read = _storable(reads, cache_dir)
+    if read is None:
+        return
+    paths, anchors = _inputs(read)
+    identities = tuple(map(_identity, paths))
+    anchored = tuple(map(_anchor, anchors))
+    newest = started_ns - RACY_NS
+    if any(_racy(ident, newest) for ident in identities + anchored):
+        return
+    import marshal
+    import pickle
+
+    facts: NativeFacts | None = report.facts
+    try:
+        result = pickle.dumps(
+            (report.findings, report.distributions, report.files, hashing, (versions, facts)),
+            protocol=pickle.HIGHEST_PROTOCOL,
+        )
+        stored: Any = (key, tuple(paths), identities, tuple(anchors), anchored)
+        data = marshal.dumps((*stored, result))
+    except (ValueError, TypeError, pickle.PicklingError):
+        return
+    write_atomic(file, data)
