@@ -1,12 +1,16 @@
-"""Issue 26: ``check``'s cache of parsed files never changes a finding.
+"""Issue 26: ``check``'s caches never change a finding: the parsed files, and the whole result
+reused while nothing the check read has changed (``analysis.reuse``).
 
 One small real venv (wheels built here, installed by real pip) per module. Hypothesis draws
 sequences of the changes the file-truth tests make (``tests/checks/test_files.py``): files
 rewritten at the same size or another, deleted, malformed RECORD rows, a RECORD emptied,
 deleted or rewritten at its own size, libraries swapped, an untracked library, METADATA
 edited, a distribution restored. After each change ``check`` with a warm cache (the run
-before the change stored it) must give exactly the findings and model of ``check`` without
-one, the reference.
+before the change stored it; reusing its result if it decides nothing changed) must give
+exactly the findings and model of ``check`` without one, the reference; run again at once,
+it must reuse (nothing changed) and still agree. Changes outside the env that the loader
+reads (``LD_LIBRARY_PATH`` set, a library appearing in a directory it names) have their own
+test.
 
 The default tier trusts a file as soon as it is written (``RACY_NS`` 0), so every change
 lands on a stored entry; each write then gets its own mtime, since a same-size rewrite within
@@ -33,6 +37,7 @@ from libdoctor.analysis.run import Report
 from libdoctor.api import check
 from libdoctor.environment import parsed
 from libdoctor.loader.fs import ELF
+from support.cc import compile_lib, require_gcc
 from support.venvs import Venv, VenvFactory, pip_install
 from support.wheels import WheelFactory
 from support.zoo import EXT, MALFORMED_ROWS, NATIVE, append_record_rows, lib, rewrite_record_row
@@ -40,6 +45,7 @@ from support.zoo import EXT, MALFORMED_ROWS, NATIVE, append_record_rows, lib, re
 PURE = "ldc_pure-1.0.dist-info"
 NATIVE_DIST = "ldc_native-1.0.dist-info"
 FILES = ("ldcp/a.py", "ldcp/b.py", f"ldcn/_core{EXT}", "ldcn/lib/libldc.so.1", "ldco/data.txt")
+OUTSIDE = "libldcout.so.1"  # what ldcn/_out needs: found only through LD_LIBRARY_PATH
 DISTS = (PURE, NATIVE_DIST, "ldc_other-1.0.dist-info")
 ROWS = tuple(r for r in MALFORMED_ROWS.values() if r is not None)
 _stamp = itertools.count(1)
@@ -60,6 +66,10 @@ class Env:
 def env(
     module_venv: VenvFactory, module_wheels: WheelFactory, tmp_path_factory: pytest.TempPathFactory
 ) -> Env:
+    require_gcc()
+    out = compile_lib(
+        tmp_path_factory.mktemp("out-ext"), f"_out{EXT}", needed=(OUTSIDE,), imports=("ldc_out",)
+    )
     venv = module_venv("cache")
     pip_install(
         venv,
@@ -75,6 +85,7 @@ def env(
                 "ldcn/__init__.py": b"",
                 f"ldcn/_core{EXT}": lib("n1"),
                 "ldcn/lib/libldc.so.1": lib("l1"),
+                f"ldcn/_out{EXT}": out.read_bytes(),
             },
             tag=NATIVE,
         ),
@@ -223,16 +234,31 @@ def changes(draw: st.DrawFn) -> Callable[[Env], None]:
 
 
 def _checked(env: Env, cache_dir: Path | None) -> Report:
-    report = check(env.venv.path, cache_dir=None if cache_dir is None else str(cache_dir)).run
+    """``check`` as the CLI runs it: with the cache dir, the result reused if it holds."""
+    folder = None if cache_dir is None else str(cache_dir)
+    report = check(env.venv.path, cache_dir=folder, reuse=folder is not None).run
     assert report is not None
     return report
 
 
+def _reused(report: Report) -> bool:
+    return report.environment is None  # a reused report holds no model
+
+
 def _same(cached: Report, plain: Report) -> None:
     assert cached.findings == plain.findings
-    assert cached.environment is not None and plain.environment is not None
-    assert cached.environment.distributions == plain.environment.distributions
+    assert plain.environment is not None
+    if not _reused(cached):
+        assert cached.environment is not None
+        assert cached.environment.distributions == plain.environment.distributions
     assert (cached.distributions, cached.files) == (plain.distributions, plain.files)
+
+
+def _same_again(env: Env, plain: Report) -> None:
+    """Nothing changed since the last run: reused, and still the same."""
+    again = _checked(env, env.cache_dir)
+    assert _reused(again), "an unchanged env decided again"
+    _same(again, plain)
 
 
 def _each_change(env: Env, steps: list[Callable[[Env], None]]) -> Iterator[None]:
@@ -263,7 +289,10 @@ EVERY_CHANGE: tuple[Callable[[Env], None], ...] = (
 def test_every_change_in_turn(env: Env, trusting: None) -> None:
     """Each kind of change once, on a file it matters for (an ELF file, a RECORD)."""
     for _ in _each_change(env, list(EVERY_CHANGE)):
-        _same(_checked(env, env.cache_dir), _checked(env, None))
+        cached = _checked(env, env.cache_dir)
+        plain = _checked(env, None)
+        _same(cached, plain)
+        _same_again(env, plain)
 
 
 @settings(
@@ -275,10 +304,43 @@ def test_the_cache_never_changes_a_finding(
 ) -> None:
     for _ in _each_change(env, steps):
         cached = _checked(env, env.cache_dir)
-        _same(cached, _checked(env, None))
+        plain = _checked(env, None)
+        _same(cached, plain)
+        _same_again(env, plain)
     for part in (parsed.RECORDS, ELF):
         stored = parsed.ParsedFiles.load(str(env.cache_dir), str(env.venv.path), part)
         assert stored.entries, f"the warm runs stored {part}"
+
+
+def test_what_the_loader_reads_outside_the_env(
+    env: Env, trusting: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loader's inputs outside the env: the variables that steer it, a directory it
+    searched, a library appearing there (compiled here) and going again."""
+    outside = tmp_path / "ld-library-path"
+    outside.mkdir()
+
+    def agrees() -> Report:
+        cached = _checked(env, env.cache_dir)
+        plain = _checked(env, None)
+        _same(cached, plain)
+        _same_again(env, plain)
+        return plain
+
+    def unresolved(report: Report) -> bool:
+        return any(f"needs {OUTSIDE}" in f.message for f in report.findings)
+
+    assert unresolved(agrees())
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(outside))
+    assert unresolved(agrees())
+    compile_lib(outside, OUTSIDE, soname=OUTSIDE, exports=("ldc_out",))
+    assert not unresolved(agrees())
+    (outside / OUTSIDE).unlink()
+    assert unresolved(agrees())
+    compile_lib(outside, OUTSIDE, soname=OUTSIDE, exports=("ldc_out",))
+    assert not unresolved(agrees())
+    monkeypatch.delenv("LD_LIBRARY_PATH")
+    assert unresolved(agrees())
 
 
 @pytest.mark.slow
@@ -292,4 +354,5 @@ def test_the_cache_never_changes_a_finding_with_the_racy_rule(
     newest = max(p.stat().st_ctime_ns for p in env.site.rglob("*") if p.is_file())
     time.sleep(max(0.0, (newest + parsed.RACY_NS - time.time_ns()) / 1e9 + 0.1))
     for _ in _each_change(env, steps):
-        _same(_checked(env, env.cache_dir), _checked(env, None))
+        plain = _checked(env, None)
+        _same(_checked(env, env.cache_dir), plain)
