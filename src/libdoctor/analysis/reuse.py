@@ -208,7 +208,8 @@ def _key(target: Target, options: CheckOptions) -> tuple[object, ...]:
         os.getgid(),
         tuple(sorted(os.getgroups())),
         os.getcwd(),
-        tuple(sorted(os.environ.items())),
+        # every variable but the shell's "_" (the path of the program it ran: noise)
+        tuple(sorted(item for item in os.environ.items() if item[0] != "_")),
         pickle.dumps(target, protocol=4),
         options.deep,
         options.libraries is not None,
@@ -217,10 +218,12 @@ def _key(target: Target, options: CheckOptions) -> tuple[object, ...]:
     )
 
 
-def _stored_file(cache_dir: str, prefix: str) -> str:
+def _stored_file(cache_dir: str, prefix: str, options: CheckOptions) -> str:
+    """One file per target and kind of run (``check`` and ``check --deep`` alternate)."""
     from libdoctor.environment.parsed import cache_file
 
-    return cache_file(cache_dir, prefix, _PART)
+    kind = ("-deep" if options.deep else "") + ("" if options.libraries else "-nolib")
+    return cache_file(cache_dir, prefix, _PART + kind)
 
 
 def _load(file: str, key: tuple[object, ...]) -> tuple[Any, ...] | None:
@@ -299,11 +302,11 @@ def run_check(
     """``analysis.overlap.run_check``, or the findings it gave last time when nothing it read
     has changed since (with no cache dir: always the plain run). A reused report holds no
     model, disk or digests (``Report.environment`` is None)."""
-    from libdoctor.analysis.overlap import run_check as checked
-
     if options.cache_dir is None:
-        return checked(target, options, progress=progress)
-    file = _stored_file(options.cache_dir, target.prefix)
+        from libdoctor.analysis.overlap import run_check as plain
+
+        return plain(target, options, progress=progress)
+    file = _stored_file(options.cache_dir, target.prefix, options)
     key = _key(target, options)
     stored = _load(file, key)
     if stored is not None:
@@ -318,10 +321,12 @@ def run_check(
             hashing=hashing,
             facts=facts,
         )
+    from libdoctor.analysis.overlap import run_check as checked
+
     started = time.time_ns()
     with recording() as reads:
         report = checked(target, replace(options, caches=None), progress=progress)
-    versions = _versions(report)
+        versions = _versions(report)  # it reads torch's version.py
     caches = _cache_findings(target, options, versions)
     _save(file, key, report, versions, reads, options.cache_dir, started)
     return replace(report, findings=report.findings + tuple(caches))

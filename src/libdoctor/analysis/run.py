@@ -12,17 +12,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from libdoctor.checks.files import check_files, hash_jobs, record_differences
-from libdoctor.checks.verdict import Digests, RecordDigests
-from libdoctor.disk.stat import Disk, FileState, RealDisk
-from libdoctor.environment.model import Environment, build_environment
-from libdoctor.environment.paths import NATIVE_ROWS
-from libdoctor.environment.target import Target
 from libdoctor.findings import CODES, Finding, Severity
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the steps import what they run: a reused check (analysis.reuse) runs none
+    from libdoctor.checks.verdict import Digests
     from libdoctor.disk.hashing import HashStats, ProgressFactory
+    from libdoctor.disk.stat import Disk, FileState
+    from libdoctor.environment.model import Environment
     from libdoctor.environment.requirements import RequirementIndex
+    from libdoctor.environment.target import Target
     from libdoctor.loader.extensions import LibraryUse, LoaderContext
 
 
@@ -76,6 +74,8 @@ def run_checks(
 
     A plan (``libdoctor plan``) runs this twice, before and after, and reports the difference.
     """
+    from libdoctor.checks.files import check_files
+
     return check_files(env, disk, digests) + native_checks(env, disk, digests, libraries)[0]
 
 
@@ -161,6 +161,9 @@ def run_check(
     """Every check on TARGET, one step after the other: the reference that
     ``analysis.overlap.run_check`` (the same run, the loader work in a forked child) must
     equal, finding for finding."""
+    from libdoctor.checks.files import check_files
+    from libdoctor.disk.stat import RealDisk
+
     disk = RealDisk(target.root) if disk is None else disk
     env, states = model_and_states(target, disk, options.cache_dir)
     digests, hashing = None, None
@@ -193,7 +196,9 @@ def model_and_states(
     """The full model, and every claimed file's state fetched at once on the real disk (the
     --deep shortcut fingerprints them; the checks find them in the disk's memo). CACHE_DIR:
     where parsed RECORDs are kept between runs (None: every RECORD parsed)."""
+    from libdoctor.disk.stat import RealDisk
     from libdoctor.environment.distributions import scan_target
+    from libdoctor.environment.model import build_environment
     from libdoctor.environment.parsed import RECORDS, ParsedFiles
 
     records = ParsedFiles.load(cache_dir, target.prefix, RECORDS)
@@ -239,6 +244,8 @@ def compute_digests(
     (hashing.Unchanged), else per file from the hash cache, reading what is not there.
 
     STATES: every claimed file's, as prefetched (None: no shortcut)."""
+    from libdoctor.checks.files import hash_jobs, record_differences
+    from libdoctor.checks.verdict import RecordDigests
     from libdoctor.disk.hashing import (
         NATIVE_PART,
         HashCache,
@@ -249,6 +256,7 @@ def compute_digests(
         modified_since,
         racy_ns,
     )
+    from libdoctor.environment.paths import NATIVE_ROWS
 
     stats = HashStats()
     prefix = env.target.prefix

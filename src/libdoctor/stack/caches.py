@@ -37,10 +37,12 @@ import re
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.target import Target
-from libdoctor.stack.frameworks import parse_torch_version_py, read_file
+
+if TYPE_CHECKING:  # a reused check's cache look needs neither (analysis.reuse)
+    from libdoctor.environment.distributions import Distribution
 
 __all__ = [
     "KINDS",
@@ -133,6 +135,8 @@ def _public(version: str) -> str:
 
 def _torch_cuda(dist: Distribution) -> str | None:
     """torch/version.py's ``cuda`` when the file is there, else the local label (+cu130)."""
+    from libdoctor.stack.frameworks import parse_torch_version_py, read_file
+
     data = read_file(os.path.join(dist.base_dir, "torch", "version.py"))
     if data is not None:
         values, problem = parse_torch_version_py(data)
@@ -374,6 +378,8 @@ def _read_py_cu(path: str, name: str) -> tuple[Recorded, ...]:
 
 def _read_ninja(path: str, name: str) -> tuple[Recorded, ...]:
     """An extension under $TORCH_EXTENSIONS_DIR: the Python headers build.ninja compiles with."""
+    from libdoctor.stack.frameworks import read_file
+
     data = read_file(os.path.join(path, "build.ninja"))
     match = _NINJA_PYTHON.search(data or b"")
     if match is None:
@@ -387,6 +393,8 @@ def _read_triton(path: str, name: str) -> tuple[Recorded, ...]:
 
     Read by a pattern, not parsed: a kernel's metadata is a flat JSON object whose keys are
     triton's options, and a cache holds thousands of them."""
+    from libdoctor.stack.frameworks import read_file
+
     try:
         names = sorted(os.listdir(path))
     except OSError:
