@@ -34,6 +34,7 @@ import io
 import os
 import sys
 import time
+from array import array
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -51,8 +52,8 @@ __all__ = ["child_reads", "merge_reads", "recording", "run_check"]
 
 _VERSION = 1
 _PART = "result"
-_UNSTORABLE = ("/proc", "/sys", "/dev")
-Identity = tuple[int, int, int, int, int] | int  # a stat's identity, or the errno it failed with
+_UNSTORABLE = {"/proc", "/sys", "/dev"}
+Identity = tuple[int, int, int, int, int]  # a stat's, or (-errno, 0, 0, 0, 0)
 
 _reads: set[str] | None = None  # the paths of the recording under way, if any
 _fds: dict[int, str] = {}  # fds os.open returned while recording: for dir_fd= calls
@@ -64,7 +65,12 @@ _UNKNOWN = "\0?"  # a path not known (relative to an fd not opened while recordi
 
 def _note(path: Any, dir_fd: int | None = None, link: bool = False) -> None:
     reads = _reads
-    if reads is None or isinstance(path, int):  # an fd: its file was noted where opened
+    if reads is None:
+        return
+    if type(path) is str and dir_fd is None and path.startswith("/"):  # the common case
+        reads.add(_LINK + path if link else path)
+        return
+    if isinstance(path, int):  # an fd: its file was noted where it was opened
         return
     try:
         name = os.fsdecode(os.fspath(path))
@@ -145,51 +151,112 @@ def merge_reads(reads: frozenset[str] | None) -> None:
 
 
 def _identity(path: str) -> Identity:
+    """``(size, mtime_ns, inode, ctime_ns, device)`` of PATH, or ``(-errno, 0, 0, 0, 0)``."""
     try:
         st = os.stat(path)
     except OSError as exc:
-        return exc.errno or -1
-    except ValueError:
-        return -1
+        return (-(exc.errno or 1), 0, 0, 0, 0)
+    except ValueError:  # an embedded NUL
+        return (-_EINVAL, 0, 0, 0, 0)
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_dev)
 
 
-def _anchor(path: str) -> tuple[int, ...] | int:
+def _all_hold(paths: tuple[str, ...], identities: array[int]) -> bool:
+    """Every one of PATHS still has its identity (IDENTITIES: five numbers each): the
+    second half checked in a forked child on the other core while this process checks the
+    first (``analysis.fork``; without a fork, one after the other)."""
+    from libdoctor.analysis.fork import started_in_child
+
+    half = len(paths) // 2
+    other = started_in_child(lambda: _hold(paths[half:], identities[5 * half :]))
+    mine = _hold(paths[:half], identities[: 5 * half])
+    return other() and mine
+
+
+def _hold(paths: tuple[str, ...], identities: array[int]) -> bool:
+    """``map(_identity, PATHS)``, flat, equals IDENTITIES. Each name is stat'ed in its
+    directory, opened once for the run of its names (``O_PATH``, as
+    ``disk.stat.RealDisk.prefetch``: the kernel walks one name, not the whole path); by
+    whole path where that cannot be done."""
+    stat = os.stat
+    now: list[int] = []
+    add = now.extend
+    here, fd = None, -1
+    try:
+        for path in paths:
+            head, _, name = path.rpartition("/")
+            if head != here:
+                if fd >= 0:
+                    os.close(fd)
+                here, fd = head, _open_dir(head)
+            try:
+                if fd < 0 or not name:
+                    raise ValueError
+                st = stat(name, dir_fd=fd)
+            except (OSError, ValueError):
+                add(_identity(path))  # the rare case: as stat() of the path says
+                continue
+            add((st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_dev))
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    try:
+        return array("q", now) == identities
+    except OverflowError:
+        return False
+
+
+def _open_dir(path: str) -> int:
+    if not path.startswith("/") or not _AT_DIR:
+        return -1
+    try:
+        return os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return -1
+
+
+_AT_DIR = hasattr(os, "O_PATH") and os.stat in os.supports_dir_fd
+_EINVAL = 22
+
+
+def _anchor(path: str) -> tuple[int, ...]:
     """What PATH's own entry is (``lstat``): for a directory only which one it is (a
     directory replaced, or a link put in its place, is another inode), without its times,
     which move with every entry in it, when only the entry on the way to a file read
-    matters; for anything else (a link, a file) its whole identity."""
+    matters; for anything else (a link, a file) its whole identity. ``(-errno,)`` if none."""
     try:
         st = os.lstat(path)
     except OSError as exc:
-        return exc.errno or -1
+        return (-(exc.errno or 1),)
     except ValueError:
-        return -1
+        return (-_EINVAL,)
     kind = st.st_mode & 0o170000
     if kind == 0o040000:
         return (st.st_ino, st.st_dev, kind)
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_dev, kind)
 
 
-def _inputs(reads: set[str]) -> tuple[list[str], list[str]]:
-    """The paths whose whole identity is kept (READS but those only ``lstat``'ed, and the
-    nearest existing directory of each that is missing: the entry appearing there changes
-    it), and the anchors: the ``lstat``'ed and every directory on the way to each path,
-    see ``_anchor``."""
-    whole = {path for path in reads if not path.startswith(_LINK)}
+def _inputs(reads: set[str]) -> tuple[dict[str, Identity], list[str]]:
+    """The paths whose whole identity is kept, with it (READS but those only ``lstat``'ed,
+    and the nearest existing directory of each that is missing: the entry appearing there
+    changes it), and the anchors: the ``lstat``'ed and every directory on the way to each
+    path, see ``_anchor``."""
+    whole = {path: _identity(path) for path in reads if not path.startswith(_LINK)}
     anchors = {path[1:] for path in reads if path.startswith(_LINK)}
-    for path in list(whole):
-        if isinstance(_identity(path), int):
+    for path, identity in list(whole.items()):
+        if identity[0] < 0:
             head = path.rpartition("/")[0] or "/"
-            while head != "/" and isinstance(_identity(head), int):
+            while head not in whole and (found := _identity(head))[0] < 0 and head != "/":
+                whole[head] = found
                 head = head.rpartition("/")[0] or "/"
-            whole.add(head)
-    for path in whole | anchors:
+            if head not in whole:
+                whole[head] = _identity(head)
+    for path in [*whole, *anchors]:
         head = path.rpartition("/")[0]
         while head and head not in anchors:
             anchors.add(head)
             head = head.rpartition("/")[0]
-    return sorted(whole), sorted(anchors)
+    return whole, sorted(anchors)
 
 
 def _key(target: Target, options: CheckOptions) -> tuple[object, ...]:
@@ -242,12 +309,18 @@ def _load(file: str, key: tuple[object, ...]) -> tuple[Any, ...] | None:
         return None
     if type(stored) is not tuple or len(stored) != 6 or stored[0] != key:
         return None
-    _, paths, identities, anchors, anchored, result = stored
-    if not all(type(v) is tuple for v in (paths, identities, anchors, anchored)):
+    _, paths, flat, anchors, anchored, result = stored
+    if not all(type(v) is tuple for v in (paths, anchors, anchored)):
         return None
-    if type(result) is not bytes or not set(map(type, paths + anchors)) <= {str}:
+    if type(result) is not bytes or type(flat) is not bytes:
         return None
-    if tuple(map(_identity, paths)) != identities or tuple(map(_anchor, anchors)) != anchored:
+    if not set(map(type, paths + anchors)) <= {str} or len(anchors) != len(anchored):
+        return None
+    identities = array("q")
+    if len(flat) != 5 * identities.itemsize * len(paths):
+        return None
+    identities.frombytes(flat)
+    if tuple(map(_anchor, anchors)) != anchored or not _all_hold(paths, identities):
         return None
     import pickle
 
@@ -261,20 +334,15 @@ def _load(file: str, key: tuple[object, ...]) -> tuple[Any, ...] | None:
 def _storable(reads: set[str], cache_dir: str) -> set[str] | None:
     """The paths to store with a run that read READS (the cache's own files left out, and
     libdoctor's modules added); None if it may not be stored."""
-    cache = (os.path.realpath(cache_dir), os.path.abspath(cache_dir))
-    mine = {
-        path
-        for path in reads
-        if path != os.devnull  # what a subprocess's stdin reads: always nothing
-        and not any(
-            path.lstrip(_LINK) == c or path.lstrip(_LINK).startswith(c + "/") for c in cache
-        )
-    }
-    if _UNKNOWN in mine or any(
-        p.lstrip(_LINK) == u or p.lstrip(_LINK).startswith(u + "/")
-        for p in mine
-        for u in _UNSTORABLE
-    ):
+    mine = reads - {os.devnull}  # what a subprocess's stdin reads: always nothing
+    for folders in ({os.path.realpath(cache_dir), os.path.abspath(cache_dir)}, _UNSTORABLE):
+        exact = {m + f for f in folders for m in ("", _LINK)}
+        inside = tuple(m + f + "/" for f in folders for m in ("", _LINK))
+        found = {path for path in mine if path in exact or path.startswith(inside)}
+        if found and folders is _UNSTORABLE:
+            return None
+        mine -= found
+    if _UNKNOWN in mine:
         return None
     return mine | _own_modules()
 
@@ -289,9 +357,9 @@ def _own_modules() -> set[str]:
     }
 
 
-def _racy(ident: tuple[int, ...] | int, newest_ns: int) -> bool:
+def _racy(ident: tuple[int, ...], newest_ns: int) -> bool:
     """The file changed at or after NEWEST_NS, or keeps no times (a zero never moves)."""
-    if not isinstance(ident, tuple) or len(ident) < 5:  # an error, or a directory's entry
+    if len(ident) < 5 or ident[0] < 0:  # an error, or a directory's entry
         return False
     return max(ident[1], ident[3]) >= newest_ns or not ident[1] or not ident[3]
 
@@ -370,11 +438,12 @@ def _save(
     read = _storable(reads, cache_dir)
     if read is None:
         return
-    paths, anchors = _inputs(read)
-    identities = tuple(map(_identity, paths))
+    whole, anchors = _inputs(read)
+    paths = sorted(whole)
+    identities = [whole[path] for path in paths]
     anchored = tuple(map(_anchor, anchors))
     newest = started_ns - RACY_NS
-    if any(_racy(ident, newest) for ident in identities + anchored):
+    if any(_racy(ident, newest) for ident in (*identities, *anchored)):
         return
     import marshal
     import pickle
@@ -385,8 +454,9 @@ def _save(
             (report.findings, report.distributions, report.files, hashing, (versions, facts)),
             protocol=pickle.HIGHEST_PROTOCOL,
         )
-        stored: Any = (key, tuple(paths), identities, tuple(anchors), anchored)
+        flat = array("q", [n for identity in identities for n in identity]).tobytes()
+        stored: Any = (key, tuple(paths), flat, tuple(anchors), anchored)
         data = marshal.dumps((*stored, result))
-    except (ValueError, TypeError, pickle.PicklingError):
+    except (ValueError, TypeError, OverflowError, pickle.PicklingError):
         return
     write_atomic(file, data)
