@@ -35,7 +35,7 @@ import os
 import sys
 import time
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -67,9 +67,13 @@ def _note(path: Any, dir_fd: int | None = None, link: bool = False) -> None:
     reads = _reads
     if reads is None:
         return
-    if type(path) is str and dir_fd is None and path.startswith("/"):  # the common case
-        reads.add(_LINK + path if link else path)
-        return
+    if type(path) is str and not link:  # the common cases: a whole path, a name in a dir
+        if dir_fd is None and path.startswith("/"):
+            reads.add(path)
+            return
+        if dir_fd is not None and (base := _fds.get(dir_fd)) is not None and "/" not in path:
+            reads.add(f"{base}/{path}")
+            return
     if isinstance(path, int):  # an fd: its file was noted where it was opened
         return
     try:
@@ -174,13 +178,20 @@ def _all_hold(paths: tuple[str, ...], identities: array[int]) -> bool:
 
 
 def _hold(paths: tuple[str, ...], identities: array[int]) -> bool:
-    """``map(_identity, PATHS)``, flat, equals IDENTITIES. Each name is stat'ed in its
-    directory, opened once for the run of its names (``O_PATH``, as
-    ``disk.stat.RealDisk.prefetch``: the kernel walks one name, not the whole path); by
-    whole path where that cannot be done."""
+    """``map(_identity, PATHS)``, flat, equals IDENTITIES."""
+    try:
+        return array("q", [n for identity in _identities(paths) for n in identity]) == identities
+    except OverflowError:
+        return False
+
+
+def _identities(paths: Iterable[str]) -> list[Identity]:
+    """``map(_identity, PATHS)``, each name stat'ed in its directory, opened once for the run
+    of its names (``O_PATH``, as ``disk.stat.RealDisk.prefetch``: the kernel walks one name,
+    not the whole path); by whole path where that cannot be done."""
     stat = os.stat
-    now: list[int] = []
-    add = now.extend
+    found: list[Identity] = []
+    add = found.append
     here, fd = None, -1
     try:
         for path in paths:
@@ -200,10 +211,7 @@ def _hold(paths: tuple[str, ...], identities: array[int]) -> bool:
     finally:
         if fd >= 0:
             os.close(fd)
-    try:
-        return array("q", now) == identities
-    except OverflowError:
-        return False
+    return found
 
 
 def _open_dir(path: str) -> int:
@@ -241,7 +249,8 @@ def _inputs(reads: set[str]) -> tuple[dict[str, Identity], list[str]]:
     and the nearest existing directory of each that is missing: the entry appearing there
     changes it), and the anchors: the ``lstat``'ed and every directory on the way to each
     path, see ``_anchor``."""
-    whole = {path: _identity(path) for path in reads if not path.startswith(_LINK)}
+    stated = sorted(path for path in reads if not path.startswith(_LINK))
+    whole = dict(zip(stated, _identities(stated), strict=True))
     anchors = {path[1:] for path in reads if path.startswith(_LINK)}
     for path, identity in list(whole.items()):
         if identity[0] < 0:
