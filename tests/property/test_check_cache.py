@@ -355,11 +355,13 @@ def test_a_damaged_stored_result_is_ignored(env: Env, trusting: None) -> None:
     good = stored.read_bytes()
     for damaged in (good[: len(good) // 2], b"\0" * 64, b"", good[:-1] + b"x"):
         stored.write_bytes(damaged)
-        assert not _reused(again := _checked(env, env.cache_dir))
+        again = _checked(env, env.cache_dir)
+        assert not _reused(again)
         _same(again, plain)
     stored.unlink()
     os.mkfifo(stored)
-    assert not _reused(again := _checked(env, env.cache_dir))  # never blocks on it
+    again = _checked(env, env.cache_dir)  # never blocks on it
+    assert not _reused(again)
     _same(again, plain)
     stored.unlink()
     _checked(env, env.cache_dir)
