@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from libdoctor.analysis.fork import Later, started_in_child
-from libdoctor.analysis.reuse import child_reads, merge_reads
+from libdoctor.analysis.recording import child_reads, merge_reads
 from libdoctor.analysis.run import (
     CheckOptions,
     NativeFacts,

@@ -1,45 +1,46 @@
 """A whole ``check`` reused while nothing it read has changed: the cache of check's result.
 
-A run of ``check`` is recorded: every path it asks the operating system about (``stat``,
-``lstat``, ``open``, ``listdir``, ``scandir``, ``readlink``, ``access``; ``os.path`` and
-``pathlib`` reach the disk through these), in this process and in the forked child that runs
-the loader (``analysis.overlap``). The recording is complete by construction: the check's
-own code is not asked what it read, the functions it reads through are. Each path is stored
-with its identity, ``(size, mtime_ns, inode, ctime_ns, device)`` from ``stat`` or the error
-it gave, and so is every directory on the way to it (an entry added, removed or renamed in a
-directory changes that directory's mtime and ctime): the ELF files and the system directories
-the loader searched, ``ld.so.cache``, the loader itself, the RECORDs, every claimed file,
-libdoctor's own modules. Beside them the key holds what is not a file: the options, every
-environment variable (``LD_LIBRARY_PATH`` among them), the working directory, the user and
-groups, the machine, the interpreter and libdoctor's version, and the target.
+A run is recorded (``analysis.recording``: every path it asks the operating system about, in
+this process and in the forked child that runs the loader). Each path is stored with its
+identity, ``(size, mtime_ns, inode, ctime_ns, device)`` from ``stat``, or the error it gave;
+for a path that was missing, the nearest directory that exists is stored too (an entry
+appearing in a directory changes its mtime and ctime); and every directory on the way to
+each path is stored as an anchor, by its inode (a directory replaced, or a link put in its
+place, is another inode; its times move with every entry, not only the one on the way).
+That covers the ELF files and the directories the loader searched, inside the env or not,
+``ld.so.cache``, the loader and the interpreter, the RECORDs, every claimed file, libdoctor's
+own modules. Beside them the key holds what is not a file: the options, every environment
+variable but the shell's ``_`` (``LD_LIBRARY_PATH`` among them), the working directory, the
+user and groups, the machine (``uname``), the interpreter's and libdoctor's versions, and
+the target.
 
-A later run with the same key stats those paths again; only if every one still has its
-identity are the stored findings returned, without deciding again. Never stored: a run that
-read a path changed within ``parsed.RACY_NS`` of its start, or anything under ``/proc`` or
-``/sys`` (whose identities say nothing of their content), a ``--deep`` run that hashed
-anything (the next run would report other hashing figures). The compile-cache look
-(``stale-caches``, a bounded look into the user's caches) is not recorded: it runs fresh
-every time, on the stored versions. ``analysis.overlap.run_check`` is the plain path this one
-is tested against (``tests/property/test_check_cache.py``), finding for finding.
+A later run with the same key stats those paths again (by name in each directory, half in a
+forked child); only if every one still has its identity are the stored findings returned,
+without deciding again. Never stored: a run that read a path changed within
+``parsed.RACY_NS`` of its start, a path under ``/proc``, ``/sys`` or ``/dev`` (their
+identities say nothing of their content), a ``--deep`` run that hashed anything (the next
+would report other hashing figures). The compile-cache look (``stale-caches``, a bounded
+look into the user's caches) is not recorded: it runs fresh every time, on the stored
+versions. ``analysis.overlap.run_check`` is the plain path this one is tested against
+(``tests/property/test_check_cache.py``), finding for finding.
 
-The stored file is untrusted like the parsed-file cache (bounded, marshal'd plain values, its
-key compared whole); the findings are pickled, and only read back from a file in the user's
-own cache dir, written 0600 there.
+The stored file is untrusted like the parsed-file cache: bounded, marshal'd plain values, its
+key compared whole, every part type-checked; the findings in it are pickled, and it is only
+read from the user's own cache dir, where it is written 0600. A reused report holds no model
+(``Report.environment`` is None): the HTML report, which draws from it, runs the check.
 """
 
 from __future__ import annotations
 
-import builtins
-import io
 import os
 import sys
 import time
 from array import array
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from libdoctor.analysis.recording import LINK, UNKNOWN, own_modules, recording
 from libdoctor.analysis.run import CheckOptions, NativeFacts, Report
 
 if TYPE_CHECKING:
@@ -48,110 +49,12 @@ if TYPE_CHECKING:
     from libdoctor.findings import Finding
     from libdoctor.stack.caches import Versions
 
-__all__ = ["child_reads", "merge_reads", "recording", "run_check"]
+__all__ = ["run_check"]
 
 _VERSION = 1
 _PART = "result"
 _UNSTORABLE = {"/proc", "/sys", "/dev"}
 Identity = tuple[int, int, int, int, int]  # a stat's, or (-errno, 0, 0, 0, 0)
-
-_reads: set[str] | None = None  # the paths of the recording under way, if any
-_fds: dict[int, str] = {}  # fds os.open returned while recording: for dir_fd= calls
-
-
-_LINK = "\0"  # a read's mark for a path whose own entry was asked about (lstat, readlink)
-_UNKNOWN = "\0?"  # a path not known (relative to an fd not opened while recording)
-
-
-def _note(path: Any, dir_fd: int | None = None, link: bool = False) -> None:
-    reads = _reads
-    if reads is None:
-        return
-    if type(path) is str and not link:  # the common cases: a whole path, a name in a dir
-        if dir_fd is None and path.startswith("/"):
-            reads.add(path)
-            return
-        if dir_fd is not None and (base := _fds.get(dir_fd)) is not None and "/" not in path:
-            reads.add(f"{base}/{path}")
-            return
-    if isinstance(path, int):  # an fd: its file was noted where it was opened
-        return
-    try:
-        name = os.fsdecode(os.fspath(path))
-    except (TypeError, ValueError):
-        return
-    if dir_fd is not None and not name.startswith("/"):
-        base = _fds.get(dir_fd)
-        if base is None:
-            reads.add(_UNKNOWN)
-            return
-        name = f"{base}/{name}"
-    elif not name.startswith("/"):
-        name = f"{os.getcwd()}/{name}" if name else os.getcwd()
-    reads.add(_LINK + name if link else name)
-
-
-def _wrap_path_call(original: Callable[..., Any], link: bool) -> Callable[..., Any]:
-    def call(path: Any = None, *args: Any, **kwargs: Any) -> Any:
-        entry = link or kwargs.get("follow_symlinks") is False
-        _note("." if path is None else path, kwargs.get("dir_fd"), entry)
-        return original(*(() if path is None else (path,)), *args, **kwargs)
-
-    return call
-
-
-_WRAPPED = ("stat", "lstat", "listdir", "scandir", "readlink", "access")
-
-
-@contextmanager
-def recording() -> Iterator[set[str]]:
-    """Every path asked about while inside (in this process, and in children forked inside,
-    see ``child_reads``): os's file queries and ``open`` are wrapped for the while."""
-    global _reads
-    if _reads is not None:  # nested: the outer recording holds it all
-        yield _reads
-        return
-    originals = {name: getattr(os, name) for name in _WRAPPED}
-    os_open, builtin_open = os.open, builtins.open
-
-    def opened(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
-        _note(path, dir_fd)
-        fd = os_open(path, flags, mode, dir_fd=dir_fd)
-        if _reads is not None and not isinstance(path, int):
-            name = os.fsdecode(os.fspath(path))
-            if dir_fd is None and name.startswith("/"):
-                _fds[fd] = name
-        return fd
-
-    def open_file(file: Any, *args: Any, **kwargs: Any) -> Any:
-        _note(file)
-        return builtin_open(file, *args, **kwargs)
-
-    _reads = set()
-    try:
-        for name, original in originals.items():
-            setattr(os, name, _wrap_path_call(original, name in ("lstat", "readlink")))
-        os.open = opened
-        builtins.open = io.open = open_file
-        yield _reads
-    finally:
-        for name, original in originals.items():
-            setattr(os, name, original)
-        os.open = os_open
-        builtins.open = io.open = builtin_open
-        _reads = None
-        _fds.clear()
-
-
-def child_reads() -> frozenset[str] | None:
-    """In a forked child: what the recording under way saw (None if none is)."""
-    return None if _reads is None else frozenset(_reads | _own_modules())
-
-
-def merge_reads(reads: frozenset[str] | None) -> None:
-    """In the parent: add what a child's recording saw."""
-    if _reads is not None and reads:
-        _reads.update(reads)
 
 
 def _identity(path: str) -> Identity:
@@ -249,9 +152,9 @@ def _inputs(reads: set[str]) -> tuple[dict[str, Identity], list[str]]:
     and the nearest existing directory of each that is missing: the entry appearing there
     changes it), and the anchors: the ``lstat``'ed and every directory on the way to each
     path, see ``_anchor``."""
-    stated = sorted(path for path in reads if not path.startswith(_LINK))
+    stated = sorted(path for path in reads if not path.startswith(LINK))
     whole = dict(zip(stated, _identities(stated), strict=True))
-    anchors = {path[1:] for path in reads if path.startswith(_LINK)}
+    anchors = {path[1:] for path in reads if path.startswith(LINK)}
     for path, identity in list(whole.items()):
         if identity[0] < 0:
             head = path.rpartition("/")[0] or "/"
@@ -345,25 +248,15 @@ def _storable(reads: set[str], cache_dir: str) -> set[str] | None:
     libdoctor's modules added); None if it may not be stored."""
     mine = reads - {os.devnull}  # what a subprocess's stdin reads: always nothing
     for folders in ({os.path.realpath(cache_dir), os.path.abspath(cache_dir)}, _UNSTORABLE):
-        exact = {m + f for f in folders for m in ("", _LINK)}
-        inside = tuple(m + f + "/" for f in folders for m in ("", _LINK))
+        exact = {m + f for f in folders for m in ("", LINK)}
+        inside = tuple(m + f + "/" for f in folders for m in ("", LINK))
         found = {path for path in mine if path in exact or path.startswith(inside)}
         if found and folders is _UNSTORABLE:
             return None
         mine -= found
-    if _UNKNOWN in mine:
+    if UNKNOWN in mine:
         return None
-    return mine | _own_modules()
-
-
-def _own_modules() -> set[str]:
-    """The files of libdoctor's modules imported here (the import system's reads are not
-    seen by the recording): a changed libdoctor decides again."""
-    return {
-        file
-        for name, module in list(sys.modules.items())
-        if name.startswith("libdoctor") and (file := getattr(module, "__file__", None))
-    }
+    return mine | own_modules()
 
 
 def _racy(ident: tuple[int, ...], newest_ns: int) -> bool:
