@@ -6,6 +6,11 @@ other (``analysis.run``'s order, the forked child's steps included), timing each
 is used (warm after the first round), without it every RECORD and ELF file is parsed.
 
     python bench/bench_check_phases.py /path/to/torch-venv [--rounds 8] [--cache-dir DIR]
+    python bench/bench_check_phases.py /path/to/torch-venv --reused --cache-dir DIR
+
+With ``--reused``: the steps of a check whose stored result is reused (``analysis.reuse``,
+an unchanged env; the first round stores it), wall and CPU of this process (the forked
+child's half of the stat'ing is not in its CPU).
 
 In a real run the parent does "parent:" after the fork while the child does "child:";
 the imports before the fork are on both paths. Not counted: the interpreter's start, the
@@ -66,17 +71,50 @@ lap("parent: compile-cache look")
 print(json.dumps(laps))
 """
 
+_REUSED_ROUND = r"""
+import gc, json, os, sys, time
+gc.disable()  # as the CLI runs
+laps, t = [], [time.perf_counter(), time.process_time()]
+def lap(name):
+    wall, cpu = time.perf_counter(), time.process_time()
+    laps.append((name + " (wall)", 1000 * (wall - t[0])))
+    laps.append((name + " (CPU)", 1000 * (cpu - t[1])))
+    t[0], t[1] = wall, cpu
+import libdoctor.cli.main, libdoctor.cli.check
+lap("CLI imports")
+from libdoctor.analysis import reuse
+from libdoctor.api import check, resolve_target
+lap("api and reuse imports")
+env_dir, cache_dir = sys.argv[1], sys.argv[2]
+target = resolve_target(env_dir, None)
+lap("target")
+report = check(target, cache_dir=cache_dir, reuse=True)
+lap("check (key, load, stat every input, unpickle, compile-cache look)")
+assert report.run is not None
+laps.append(("reused (1) or decided (0)", float(report.run.environment is None)))
+print(json.dumps(laps))
+"""
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("env", help="the environment (venv dir) to measure on")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--cache-dir", default="", help="the parsed-file cache (default: none)")
+    parser.add_argument("--reused", action="store_true", help="a reused check's steps")
     args = parser.parse_args()
+    if args.reused and not args.cache_dir:
+        parser.error("--reused needs --cache-dir")
     runs: dict[str, list[float]] = {}
     for _ in range(args.rounds + 1):  # the first round warms the page cache (and the cache)
         done = subprocess.run(
-            [sys.executable, "-c", _ROUND, args.env, args.cache_dir],
+            [
+                sys.executable,
+                "-c",
+                _REUSED_ROUND if args.reused else _ROUND,
+                args.env,
+                args.cache_dir,
+            ],
             capture_output=True,
             text=True,
             check=True,
@@ -84,7 +122,7 @@ def main() -> int:
         for name, ms in json.loads(done.stdout):
             runs.setdefault(name, []).append(ms)
     print(f"environment: {args.env}, cache: {args.cache_dir or 'none'}, rounds: {args.rounds}")
-    print("| phase | CPU ms (median) |")
+    print("| phase | ms (median) |" if args.reused else "| phase | CPU ms (median) |")
     print("|---|---|")
     for name, values in runs.items():
         print(f"| {name} | {statistics.median(values[1:]):.1f} |")

@@ -181,6 +181,7 @@ def _key(target: Target, options: CheckOptions) -> tuple[object, ...]:
         _VERSION,
         __version__,
         sys.version,
+        sys.executable,  # the loader is probed for the interpreter libdoctor runs on
         tuple(os.uname()),
         os.getuid(),
         os.geteuid(),
