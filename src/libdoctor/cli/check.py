@@ -53,8 +53,7 @@ def run(args: argparse.Namespace) -> int:
     )
     common.keep_until_exit(report)
     from libdoctor.report import check as check_report  # after the check's fork: the
-    from libdoctor.report import sarif  # parent alone needs them
-    from libdoctor.report.json import target_dict
+    from libdoctor.report.json import target_dict  # parent alone needs them
 
     run = report.run
     assert run is not None
@@ -67,10 +66,16 @@ def run(args: argparse.Namespace) -> int:
             ),
             "json": lambda: check_report.render_json(run, shown, target_dict(report.target)),
             "html": lambda: check_report.render_html(run, shown, failing_imports(args, run, shown)),
-            "sarif": lambda: sarif.render(shown, report.target.prefix),
+            "sarif": lambda: sarif_report(shown, report.target.prefix),
         },
     )
     return common.exit_code(shown, args.fail_on)
+
+
+def sarif_report(findings: Sequence[Finding], prefix: str) -> str:
+    from libdoctor.report import sarif  # only when chosen
+
+    return sarif.render(findings, prefix)
 
 
 def failing_imports(

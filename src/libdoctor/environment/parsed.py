@@ -26,9 +26,10 @@ import os
 import time
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from libdoctor.environment.record import ParsedRecord, RecordEntry, RecordProblem
+if TYPE_CHECKING:  # imported where RECORDs are turned into values: a reused check needs none
+    from libdoctor.environment.record import ParsedRecord
 
 __all__ = [
     "MAX_CACHE_BYTES",
@@ -214,6 +215,8 @@ def record_value(parsed: ParsedRecord) -> tuple[Any, ...]:
 
 def record_of(value: Any) -> ParsedRecord | None:
     """The ParsedRecord a cached VALUE holds; None unless every field has its type."""
+    from libdoctor.environment.record import ParsedRecord, RecordEntry, RecordProblem
+
     if not (type(value) is tuple and len(value) == 5):
         return None
     paths, hashes, sizes, problems, unplain = value
