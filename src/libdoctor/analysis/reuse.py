@@ -68,15 +68,23 @@ def _identity(path: str) -> Identity:
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_dev)
 
 
-def _all_hold(paths: tuple[str, ...], identities: array[int]) -> bool:
-    """Every one of PATHS still has its identity (IDENTITIES: five numbers each): the
-    second half checked in a forked child on the other core while this process checks the
-    first (``analysis.fork``; without a fork, one after the other)."""
+def _all_hold(
+    paths: tuple[str, ...],
+    identities: array[int],
+    anchors: tuple[str, ...],
+    anchored: tuple[tuple[int, ...], ...],
+) -> bool:
+    """Every one of PATHS still has its identity (IDENTITIES: five numbers each), and every
+    one of ANCHORS its entry: part of the PATHS checked in a forked child on the other core
+    while this process checks the anchors and the rest (``analysis.fork``; without a fork,
+    one after the other)."""
     from libdoctor.analysis.fork import started_in_child
 
-    half = len(paths) // 2
-    other = started_in_child(lambda: _hold(paths[half:], identities[5 * half :]))
-    mine = _hold(paths[:half], identities[: 5 * half])
+    split = max(0, (len(paths) - len(anchors)) // 2)  # an lstat costs what a stat does
+    other = started_in_child(lambda: _hold(paths[split:], identities[5 * split :]))
+    mine = tuple(map(_anchor, anchors)) == anchored and _hold(
+        paths[:split], identities[: 5 * split]
+    )
     return other() and mine
 
 
@@ -233,7 +241,7 @@ def _load(file: str, key: tuple[object, ...]) -> tuple[Any, ...] | None:
     if len(flat) != 5 * identities.itemsize * len(paths):
         return None
     identities.frombytes(flat)
-    if tuple(map(_anchor, anchors)) != anchored or not _all_hold(paths, identities):
+    if not _all_hold(paths, identities, anchors, anchored):
         return None
     import pickle
 
