@@ -368,6 +368,21 @@ def test_a_damaged_stored_result_is_ignored(env: Env, trusting: None) -> None:
     _same_again(env, plain)
 
 
+def test_a_run_past_the_recording_cap_is_not_stored(
+    env: Env, trusting: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from libdoctor.analysis import recording
+
+    monkeypatch.setattr(recording, "MAX_PATHS", 5)
+    for stored in (env.cache_dir / "parsed").glob("*.result"):
+        stored.unlink()
+    plain = _checked(env, None)
+    for _ in range(2):
+        again = _checked(env, env.cache_dir)
+        assert not _reused(again)
+        _same(again, plain)
+
+
 @pytest.mark.slow
 @settings(
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

@@ -23,20 +23,35 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["LINK", "UNKNOWN", "child_reads", "merge_reads", "own_modules", "recording"]
+__all__ = [
+    "LINK",
+    "MAX_PATHS",
+    "UNKNOWN",
+    "child_reads",
+    "merge_reads",
+    "own_modules",
+    "recording",
+]
+
+# Past this many paths a recording holds only UNKNOWN (its run is not stored): a reused check
+# of a huge env would cost about what it saves, and the record its memory (~150 B a path).
+MAX_PATHS = 250_000
 
 _reads: set[str] | None = None  # the paths of the recording under way, if any
 _fds: dict[int, str] = {}  # fds os.open returned while recording: for dir_fd= calls
 
 
 LINK = "\0"  # a read's mark for a path whose own entry was asked about (lstat, readlink)
-UNKNOWN = "\0?"  # a path not known (relative to an fd not opened while recording)
+UNKNOWN = "\0?"  # a path not known (relative to an fd not opened while recording), or too many
 
 
 def _note(path: Any, dir_fd: int | None = None, link: bool = False) -> None:
     reads = _reads
     if reads is None:
         return
+    if len(reads) > MAX_PATHS:
+        reads.clear()
+        reads.add(UNKNOWN)
     if type(path) is str and not link:  # the common cases: a whole path, a name in a dir
         if dir_fd is None and path.startswith("/"):
             reads.add(path)
@@ -122,6 +137,9 @@ def merge_reads(reads: frozenset[str] | None) -> None:
     """In the parent: add what a child's recording saw."""
     if _reads is not None and reads:
         _reads.update(reads)
+        if len(_reads) > MAX_PATHS:
+            _reads.clear()
+            _reads.add(UNKNOWN)
 
 
 def own_modules() -> set[str]:
