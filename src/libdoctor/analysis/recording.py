@@ -4,7 +4,7 @@ While ``recording()`` is on, os's file queries (``stat``, ``lstat``, ``listdir``
 ``readlink``, ``access``, ``open``) and the built-in ``open`` are wrapped: ``os.path`` and
 ``pathlib`` reach the disk through these, so the record is complete by construction, without
 asking the check's code what it read. The import system's own reads are not seen (it holds
-its own references): ``own_modules`` adds libdoctor's modules instead. A child forked while
+its own references): ``own_modules`` adds every imported module's file instead. A child forked while
 recording records on (it inherits the wrappers) and hands its paths back (``child_reads``,
 ``merge_reads``: ``analysis.overlap`` does). ``analysis.reuse`` is the one user.
 
@@ -143,10 +143,11 @@ def merge_reads(reads: frozenset[str] | None) -> None:
 
 
 def own_modules() -> set[str]:
-    """The files of libdoctor's modules imported here (the import system's reads are not
-    seen by the recording): a changed libdoctor decides again."""
+    """The files of every module imported here, libdoctor's and those it uses (packaging
+    decides requirement markers), as absolute paths: the import system's reads are not seen
+    by the recording, and a changed module decides again."""
     return {
         file
-        for name, module in list(sys.modules.items())
-        if name.startswith("libdoctor") and (file := getattr(module, "__file__", None))
+        for module in list(sys.modules.values())
+        if type(file := getattr(module, "__file__", None)) is str and file.startswith("/")
     }

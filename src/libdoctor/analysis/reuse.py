@@ -8,11 +8,11 @@ appearing in a directory changes its mtime and ctime); and every directory on th
 each path is stored as an anchor, by its inode (a directory replaced, or a link put in its
 place, is another inode; its times move with every entry, not only the one on the way).
 That covers the ELF files and the directories the loader searched, inside the env or not,
-``ld.so.cache``, the loader and the interpreter, the RECORDs, every claimed file, libdoctor's
-own modules. Beside them the key holds what is not a file: the options, every environment
-variable but the shell's ``_`` (``LD_LIBRARY_PATH`` among them), the working directory, the
-user and groups, the machine (``uname``), the interpreter's and libdoctor's versions, and
-the target.
+``ld.so.cache``, the loader and the interpreter, the RECORDs, every claimed file, every
+module imported (libdoctor's, packaging). Beside them the key holds what is not a file:
+the options, every environment variable but the shell's ``_`` (``LD_LIBRARY_PATH`` among
+them), the working directory, the user and groups, the machine (``uname``), the
+interpreter (path and version), libdoctor's version, and the target.
 
 A later run with the same key stats those paths again (by name in each directory, half in a
 forked child); only if every one still has its identity are the stored findings returned,
