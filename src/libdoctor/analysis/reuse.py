@@ -11,8 +11,8 @@ That covers the ELF files and the directories the loader searched, inside the en
 ``ld.so.cache``, the loader and the interpreter, the RECORDs, every claimed file, every
 module imported (libdoctor's, packaging). Beside them the key holds what is not a file:
 the options, every environment variable but the shell's ``_`` (``LD_LIBRARY_PATH`` among
-them), the working directory, the user and groups, the machine (``uname``), the
-interpreter (path and version), libdoctor's version, and the target.
+them), the working directory, the user and groups, the machine (``uname``, the CPU's
+features), the interpreter (path and version), libdoctor's version, and the target.
 
 A later run with the same key stats those paths again (by name in each directory, half in a
 forked child); only if every one still has its identity are the stored findings returned,
@@ -191,6 +191,7 @@ def _key(target: Target, options: CheckOptions) -> tuple[object, ...]:
         sys.version,
         sys.executable,  # the loader is probed for the interpreter libdoctor runs on
         tuple(os.uname()),
+        _cpu_features(),  # the loader searches the hwcaps subdirs this CPU supports
         os.getuid(),
         os.geteuid(),
         os.getgid(),
@@ -204,6 +205,20 @@ def _key(target: Target, options: CheckOptions) -> tuple[object, ...]:
         options.facts,
         options.caches is not None,
     )
+
+
+def _cpu_features() -> bytes:
+    """The CPU's feature lines (``/proc/cpuinfo``'s flags; not its clock, which moves)."""
+    try:
+        with open("/proc/cpuinfo", "rb") as handle:
+            text = handle.read(1 << 20)
+    except OSError:
+        return b""
+    lines = text.splitlines()
+    return b"\n".join(sorted({line for line in lines if line.startswith(_FEATURES)}))
+
+
+_FEATURES = (b"flags", b"Features", b"isa", b"cpu model", b"vendor_id", b"model name")
 
 
 def _stored_file(cache_dir: str, prefix: str, options: CheckOptions) -> str:
