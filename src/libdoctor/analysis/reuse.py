@@ -295,7 +295,9 @@ def run_check(
 ) -> Report:
     """``analysis.overlap.run_check``, or the findings it gave last time when nothing it read
     has changed since (with no cache dir: always the plain run). A reused report holds no
-    model, disk or digests (``Report.environment`` is None)."""
+    model, disk or digests (``Report.environment`` is None). OPTIONS' loader context must be
+    the one ``api.check`` builds (from the environment and the working directory, both in
+    the key), its ``caches`` the environment the compile-cache look runs with."""
     if options.cache_dir is None:
         from libdoctor.analysis.overlap import run_check as plain
 
