@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from libdoctor.analysis.fork import Later, started_in_child
-from libdoctor.analysis.recording import child_reads, merge_reads
+from libdoctor.analysis.recording import Reads, child_reads, merge_reads
 from libdoctor.analysis.run import (
     CheckOptions,
     NativeFacts,
@@ -127,7 +127,7 @@ def _start_native(
         def digests() -> Digests | None:
             return sent.get() if sent.here else CacheFirst(options.cache_dir, target, sent)
 
-    def work() -> tuple[tuple[list[Finding], NativeFacts | None], frozenset[str] | None]:
+    def work() -> tuple[tuple[list[Finding], NativeFacts | None], Reads | None]:
         model = native_model(target)  # in the child: nothing is read before the fork
         disk = RealDisk(target.root)
         found = native_checks(model, disk, digests, libraries, options.facts, options.cache_dir)

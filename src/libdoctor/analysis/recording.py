@@ -27,17 +27,24 @@ __all__ = [
     "LINK",
     "MAX_PATHS",
     "UNKNOWN",
+    "Identity",
+    "Reads",
     "child_reads",
     "merge_reads",
     "own_modules",
     "recording",
 ]
 
+Identity = tuple[int, int, int, int, int]  # (size, mtime_ns, inode, ctime_ns, device)
+
 # Past this many paths a recording holds only UNKNOWN (its run is not stored): a reused check
 # of a huge env would cost about what it saves, and the record its memory (~150 B a path).
 MAX_PATHS = 250_000
 
 _reads: set[str] | None = None  # the paths of the recording under way, if any
+# path -> (size, mtime_ns, inode, ctime_ns, device) or (-errno, 0, 0, 0, 0), from the run's
+# own stat() of it, for the recording under way that asked for them
+_seen: dict[str, tuple[int, int, int, int, int]] | None = None
 _fds: dict[int, str] = {}  # fds os.open returned while recording: for dir_fd= calls
 
 
@@ -45,35 +52,38 @@ LINK = "\0"  # a read's mark for a path whose own entry was asked about (lstat, 
 UNKNOWN = "\0?"  # a path not known (relative to an fd not opened while recording), or too many
 
 
-def _note(path: Any, dir_fd: int | None = None, link: bool = False) -> None:
+def _note(path: Any, dir_fd: int | None = None, link: bool = False) -> str | None:
+    """Record PATH; the absolute path recorded (without the LINK mark), or None."""
     reads = _reads
     if reads is None:
-        return
+        return None
     if len(reads) > MAX_PATHS:
         reads.clear()
         reads.add(UNKNOWN)
     if type(path) is str and not link:  # the common cases: a whole path, a name in a dir
         if dir_fd is None and path.startswith("/"):
             reads.add(path)
-            return
+            return path
         if dir_fd is not None and (base := _fds.get(dir_fd)) is not None and "/" not in path:
-            reads.add(f"{base}/{path}")
-            return
+            name = f"{base}/{path}"
+            reads.add(name)
+            return name
     if isinstance(path, int):  # an fd: its file was noted where it was opened
-        return
+        return None
     try:
         name = os.fsdecode(os.fspath(path))
     except (TypeError, ValueError):
-        return
+        return None
     if dir_fd is not None and not name.startswith("/"):
         base = _fds.get(dir_fd)
         if base is None:
             reads.add(UNKNOWN)
-            return
+            return None
         name = f"{base}/{name}"
     elif not name.startswith("/"):
         name = f"{os.getcwd()}/{name}" if name else os.getcwd()
     reads.add(LINK + name if link else name)
+    return name
 
 
 def _wrap_path_call(original: Callable[..., Any], link: bool) -> Callable[..., Any]:
@@ -85,14 +95,37 @@ def _wrap_path_call(original: Callable[..., Any], link: bool) -> Callable[..., A
     return call
 
 
+def _wrap_stat(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``os.stat`` recorded, and what it returned kept as the path's identity (the first
+    answer during the run: a later change of the file makes the next run's differ)."""
+
+    def stat(path: Any, *args: Any, **kwargs: Any) -> Any:
+        entry = kwargs.get("follow_symlinks") is False
+        name = _note(path, kwargs.get("dir_fd"), entry)
+        seen = _seen
+        try:
+            st = original(path, *args, **kwargs)
+        except OSError as exc:
+            if name is not None and not entry and seen is not None and name not in seen:
+                seen[name] = (-(exc.errno or 1), 0, 0, 0, 0)
+            raise
+        if name is not None and not entry and seen is not None and name not in seen:
+            seen[name] = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_dev)
+        return st
+
+    return stat
+
+
 _WRAPPED = ("stat", "lstat", "listdir", "scandir", "readlink", "access")
 
 
 @contextmanager
-def recording() -> Iterator[set[str]]:
+def recording(identities: dict[str, Identity] | None = None) -> Iterator[set[str]]:
     """Every path asked about while inside (in this process, and in children forked inside,
-    see ``child_reads``): os's file queries and ``open`` are wrapped for the while."""
-    global _reads
+    see ``child_reads``): os's file queries and ``open`` are wrapped for the while.
+    IDENTITIES, if given, gets what the run's own ``stat`` of a path said, first (saving
+    the caller a ``stat`` of its own)."""
+    global _reads, _seen
     if _reads is not None:  # nested: the outer recording holds it all
         yield _reads
         return
@@ -112,10 +145,11 @@ def recording() -> Iterator[set[str]]:
         _note(file)
         return builtin_open(file, *args, **kwargs)
 
-    _reads = set()
+    _reads, _seen = set(), identities
     try:
         for name, original in originals.items():
-            setattr(os, name, _wrap_path_call(original, name in ("lstat", "readlink")))
+            wrapped = _wrap_stat(original) if name == "stat" else None
+            setattr(os, name, wrapped or _wrap_path_call(original, name in ("lstat", "readlink")))
         os.open = opened
         builtins.open = io.open = open_file
         yield _reads
@@ -124,22 +158,32 @@ def recording() -> Iterator[set[str]]:
             setattr(os, name, original)
         os.open = os_open
         builtins.open = io.open = builtin_open
-        _reads = None
+        _reads, _seen = None, None
         _fds.clear()
 
 
-def child_reads() -> frozenset[str] | None:
+Reads = tuple[frozenset[str], dict[str, "Identity"]]
+
+
+def child_reads() -> Reads | None:
     """In a forked child: what the recording under way saw (None if none is)."""
-    return None if _reads is None else frozenset(_reads | own_modules())
+    if _reads is None:
+        return None
+    return frozenset(_reads | own_modules()), {} if _seen is None else _seen
 
 
-def merge_reads(reads: frozenset[str] | None) -> None:
+def merge_reads(reads: Reads | None) -> None:
     """In the parent: add what a child's recording saw."""
-    if _reads is not None and reads:
-        _reads.update(reads)
-        if len(_reads) > MAX_PATHS:
-            _reads.clear()
-            _reads.add(UNKNOWN)
+    if _reads is None or not reads:
+        return
+    paths, identities = reads
+    _reads.update(paths)
+    if len(_reads) > MAX_PATHS:
+        _reads.clear()
+        _reads.add(UNKNOWN)
+    if _seen is not None:
+        for path, identity in identities.items():
+            _seen.setdefault(path, identity)
 
 
 def own_modules() -> set[str]:

@@ -40,7 +40,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from libdoctor.analysis.recording import LINK, UNKNOWN, own_modules, recording
+from libdoctor.analysis.recording import LINK, UNKNOWN, Identity, own_modules, recording
 from libdoctor.analysis.run import CheckOptions, NativeFacts, Report
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ __all__ = ["run_check"]
 _VERSION = 1
 _PART = "result"
 _UNSTORABLE = {"/proc", "/sys", "/dev"}
-Identity = tuple[int, int, int, int, int]  # a stat's, or (-errno, 0, 0, 0, 0)
+# Identity: a stat's (size, mtime_ns, inode, ctime_ns, device), or (-errno, 0, 0, 0, 0)
 
 
 def _identity(path: str) -> Identity:
@@ -155,13 +155,14 @@ def _anchor(path: str) -> tuple[int, ...]:
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_dev, kind)
 
 
-def _inputs(reads: set[str]) -> tuple[dict[str, Identity], list[str]]:
+def _inputs(reads: set[str], seen: dict[str, Identity]) -> tuple[dict[str, Identity], list[str]]:
     """The paths whose whole identity is kept, with it (READS but those only ``lstat``'ed,
     and the nearest existing directory of each that is missing: the entry appearing there
     changes it), and the anchors: the ``lstat``'ed and every directory on the way to each
     path, see ``_anchor``."""
-    stated = sorted(path for path in reads if not path.startswith(LINK))
+    stated = sorted(p for p in reads if not p.startswith(LINK) and p not in seen)
     whole = dict(zip(stated, _identities(stated), strict=True))
+    whole.update((p, seen[p]) for p in reads if p in seen)  # what the run's own stat said
     anchors = {path[1:] for path in reads if path.startswith(LINK)}
     for path, identity in list(whole.items()):
         if identity[0] < 0:
@@ -320,11 +321,12 @@ def run_check(
     from libdoctor.analysis.overlap import run_check as checked
 
     started = time.time_ns()
-    with recording() as reads:
+    seen: dict[str, Identity] = {}
+    with recording(seen) as reads:
         report = checked(target, replace(options, caches=None), progress=progress)
         versions = _versions(report)  # it reads torch's version.py
     caches = _cache_findings(target, options, versions)
-    _save(file, key, report, versions, reads, options.cache_dir, started)
+    _save(file, key, report, versions, (reads, seen), options.cache_dir, started)
     return replace(report, findings=report.findings + tuple(caches))
 
 
@@ -352,7 +354,7 @@ def _save(
     key: tuple[object, ...],
     report: Report,
     versions: Versions | None,
-    reads: set[str],
+    recorded: tuple[set[str], dict[str, Identity]],
     cache_dir: str,
     started_ns: int,
 ) -> None:
@@ -363,10 +365,11 @@ def _save(
     hashing = report.hashing
     if hashing is not None and (hashing.get("files_hashed") or hashing.get("errors")):
         return
+    reads, seen = recorded
     read = _storable(reads, cache_dir)
     if read is None:
         return
-    whole, anchors = _inputs(read)
+    whole, anchors = _inputs(read, seen)
     paths = sorted(whole)
     identities = [whole[path] for path in paths]
     anchored = tuple(map(_anchor, anchors))
