@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import pathlib
@@ -11,7 +12,14 @@ import pytest
 
 from libdoctor.analysis import recording
 from libdoctor.analysis.fork import started_in_child
-from libdoctor.analysis.recording import LINK, UNKNOWN, child_reads, merge_reads
+from libdoctor.analysis.recording import (
+    LINK,
+    UNKNOWN,
+    Identity,
+    Reads,
+    child_reads,
+    merge_reads,
+)
 
 
 @pytest.fixture
@@ -79,14 +87,21 @@ def test_a_name_in_a_directory_opened_before_is_unknown(tree: Path) -> None:
 
 
 def test_a_forked_child_hands_its_reads_back(tree: Path) -> None:
-    with recording.recording() as reads:
+    """And what its own stat() said: the identity a stored run keeps for the path."""
+    identities: dict[str, Identity] = {}
+    with recording.recording(identities) as reads:
 
-        def work() -> frozenset[str] | None:
+        def work() -> Reads | None:
             os.stat(tree / "d" / "f")
+            os.path.exists(tree / "gone")
             return child_reads()
 
         merge_reads(started_in_child(work)())
-    assert str(tree / "d" / "f") in reads
+    path = str(tree / "d" / "f")
+    st = os.stat(path)
+    assert path in reads
+    assert identities[path] == (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_dev)
+    assert identities[str(tree / "gone")][0] == -errno.ENOENT
 
 
 def test_the_wrappers_are_gone_afterwards() -> None:
