@@ -265,7 +265,11 @@ def _load(file: str, key: tuple[object, ...]) -> tuple[Any, ...] | None:
         value = pickle.loads(result)
     except Exception:  # damaged: decide again
         return None
-    return value if type(value) is tuple and len(value) == 5 else None
+    if type(value) is not tuple or len(value) != 5 or type(value[0]) is not tuple:
+        return None
+    from libdoctor.findings import Finding
+
+    return value if all(type(f) is Finding for f in value[0]) else None
 
 
 def _storable(reads: set[str], cache_dir: str) -> set[str] | None:
