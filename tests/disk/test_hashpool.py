@@ -11,7 +11,7 @@ import pytest
 from libdoctor.disk.hashing import HashCache, HashJob, HashStats, hash_many
 from libdoctor.disk.hashpool import (
     CHUNK,
-    digest_in_threads,
+    digest_in_pool,
     digest_one_by_one,
     largest_first,
 )
@@ -21,15 +21,24 @@ from libdoctor.environment.record import spell_hash
 # Around every boundary the readers have: empty, hashlib's GIL release (2 KiB), the chunk.
 SIZES = (0, 1, 2047, 2048, 2049, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK + 7)
 ALGORITHMS = ("sha256", "sha512", "md5", "blake2b")  # the last: through hashlib.new
+SMALL = 300  # files of a few bytes: enough that the pool forks its child for them
 
 
-def _jobs(tmp_path: Path) -> list[HashJob]:
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory: pytest.TempPathFactory) -> list[HashJob]:
+    """Files of every boundary size (the big ones in two algorithms, the others in all),
+    SMALL small files, and three jobs that cannot be read; largest first."""
+    tmp_path = tmp_path_factory.mktemp("pool")
     disk = RealDisk()
     jobs = []
+    for number in range(SMALL):
+        path = tmp_path / f"small{number}"
+        path.write_bytes(os.urandom(number * 7))
+        jobs.append(HashJob(str(path), "sha256", disk.stat(str(path))))
     for number, size in enumerate(SIZES):
         path = tmp_path / f"f{number}"
         path.write_bytes(os.urandom(size))
-        for algorithm in ALGORITHMS:
+        for algorithm in ALGORITHMS if size < CHUNK else ("sha256", "blake2b"):
             jobs.append(HashJob(str(path), algorithm, disk.stat(str(path))))
     gone = tmp_path / "gone"
     gone.write_bytes(b"x")
@@ -40,35 +49,62 @@ def _jobs(tmp_path: Path) -> list[HashJob]:
     fifo = tmp_path / "fifo"  # swapped in after a stat: fails, never blocks
     os.mkfifo(fifo)
     jobs.append(HashJob(str(fifo), "sha256", state))
+    largest_first(jobs)
     return jobs
 
 
+@pytest.fixture(scope="module")
+def reference(jobs: list[HashJob]) -> list[str | None]:
+    """One file after the other, checked against hashlib on the whole file once."""
+    values = digest_one_by_one(jobs)
+    assert values == [_expected(job) for job in jobs]
+    assert values.count(None) == 3
+    return values
+
+
 def _expected(job: HashJob) -> str | None:
+    path = Path(job.path)
+    if not path.is_file():
+        return None
     try:
-        data = Path(job.path).read_bytes() if Path(job.path).is_file() else None
+        data = path.read_bytes()
     except OSError:
-        data = None
-    return (
-        None
-        if data is None
-        else spell_hash(job.algorithm, hashlib.new(job.algorithm, data).digest())
-    )
+        return None
+    return spell_hash(job.algorithm, hashlib.new(job.algorithm, data).digest())
 
 
+@pytest.mark.parametrize("fork", [True, False], ids=["threads+child", "threads"])
 @pytest.mark.parametrize("workers", [2, 5])
-def test_the_pool_gives_the_reference_digests(tmp_path: Path, workers: int) -> None:
-    jobs = _jobs(tmp_path)
-    largest_first(jobs)
+def test_the_pool_gives_the_reference_digests(
+    jobs: list[HashJob], reference: list[str | None], workers: int, fork: bool
+) -> None:
     done: list[int] = []
-    threaded = digest_in_threads(jobs, workers, done.append)
-    assert threaded == digest_one_by_one(jobs) == [_expected(job) for job in jobs]
+    assert digest_in_pool(jobs, workers, lambda: done.append, fork=fork) == reference
     assert sum(done) == sum(job.state.size for job in jobs)  # the progress bar saw it all
-    assert threaded.count(None) == 3
 
 
-def test_hash_many_on_one_worker_equals_the_pool(tmp_path: Path) -> None:
+def test_a_child_that_dies_leaves_its_part_to_the_parent(
+    jobs: list[HashJob], reference: list[str | None], tmp_path: Path
+) -> None:
+    """The forked child exits on its first file (a real death, not a mock): every digest
+    is still there, done by the parent."""
+    parent = os.getpid()
+    died = tmp_path / "died"
+
+    def host(path: str) -> str:
+        if os.getpid() != parent:
+            died.touch()
+            os._exit(3)
+        return path
+
+    assert digest_in_pool(jobs, 2, None, host) == reference
+    assert died.exists()  # there was a child, and it did die
+
+
+def test_hash_many_on_one_worker_equals_the_pool(
+    jobs: list[HashJob], reference: list[str | None]
+) -> None:
     """--workers 1 is the reference, in the calling thread: the same digests and counts."""
-    jobs = _jobs(tmp_path)
     runs = []
     for workers in (1, 2):
         stats = HashStats()
@@ -76,4 +112,5 @@ def test_hash_many_on_one_worker_equals_the_pool(tmp_path: Path) -> None:
     (one, one_stats), (pool, pool_stats) = runs
     assert one == pool and one_stats == pool_stats
     assert pool_stats.errors == 3 and pool_stats.files_hashed == len(jobs) - 3
-    assert pool_stats.bytes_hashed == sum(SIZES) * len(ALGORITHMS)
+    read = [job for job, value in zip(jobs, reference, strict=True) if value is not None]
+    assert pool_stats.bytes_hashed == sum(job.state.size for job in read)

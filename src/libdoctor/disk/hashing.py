@@ -284,14 +284,20 @@ def hash_many(
     stats.cache_hits += len(results)
     hashpool.largest_first(todo)
     sizes = [job.state.size for job in todo]
-    tick = progress(len(todo), sum(sizes)) if progress and todo else None
+    start = None
+    if progress and todo:
+        factory = progress
+
+        def start() -> Callable[[int], None]:
+            return factory(len(todo), sum(sizes))
+
     threads = min(workers or hashpool.available_cores(), len(todo))
     rooted = Rooted(root)
     host = None if rooted.is_host else rooted.host
     if threads > 1:
-        values = hashpool.digest_in_threads(todo, threads, tick, host)
+        values = hashpool.digest_in_pool(todo, threads, start, host)
     else:
-        values = hashpool.digest_one_by_one(todo, tick, host)
+        values = hashpool.digest_one_by_one(todo, start, host)
     results.update(zip(map(hashpool.KEY, todo), values, strict=True))
     errors = values.count(None)
     stats.errors += errors
