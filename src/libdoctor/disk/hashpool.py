@@ -318,7 +318,10 @@ class _SmallFiles:
 
         with os.fdopen(self._read, "rb") as handle:
             data = handle.read()
-        _, status = os.waitpid(self._pid, 0)
+        try:
+            _, status = os.waitpid(self._pid, 0)
+        except ChildProcessError:  # reaped already (SIGCHLD ignored): the data must do
+            status = 0
         try:
             lowest, done = marshal.loads(data) if status == 0 else (0, [])
         except Exception:  # damaged: the parent does it all
