@@ -11,11 +11,12 @@ import pytest
 from libdoctor.disk.hashing import HashCache, HashJob, HashStats, hash_many
 from libdoctor.disk.hashpool import (
     CHUNK,
+    batches_of,
     digest_in_pool,
     digest_one_by_one,
     largest_first,
 )
-from libdoctor.disk.stat import RealDisk
+from libdoctor.disk.stat import FileState, RealDisk
 from libdoctor.environment.record import spell_hash
 
 # Around every boundary the readers have: empty, hashlib's GIL release (2 KiB), the chunk.
@@ -99,6 +100,21 @@ def test_a_child_that_dies_leaves_its_part_to_the_parent(
 
     assert digest_in_pool(jobs, 2, None, host) == reference
     assert died.exists()  # there was a child, and it did die
+
+
+@pytest.mark.parametrize("files", [0, 1, 5, 300, 50_000])
+def test_batches_cover_every_file_once_and_their_tickets_fit_a_page(files: int) -> None:
+    """Largest first, a big file alone, small ones together; never more tickets (4 bytes
+    each) than the smallest pipe holds at once."""
+    sizes = sorted(((n * 7919) % 5000) ** 3 // 1000 for n in range(files))[::-1]
+    jobs = [
+        HashJob(f"/f{n}", "sha256", FileState(True, True, size)) for n, size in enumerate(sizes)
+    ]
+    cut = batches_of(jobs)
+    assert [index for start, stop in cut for index in range(start, stop)] == list(range(files))
+    assert len(cut) * 4 <= 4096
+    limit = max(CHUNK, sum(sizes) // 256)
+    assert all(stop - start == 1 or sum(sizes[start:stop]) <= limit for start, stop in cut)
 
 
 def test_hash_many_on_one_worker_equals_the_pool(

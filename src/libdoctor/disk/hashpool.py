@@ -3,25 +3,22 @@
 The pool is the speed; ``digest_one_by_one`` beside it is the reference it is tested
 against (the same digests, file for file).
 
-Big files go to threads: hashlib releases the GIL while it digests a buffer (over 2 KiB)
-and the kernel copies a file's pages without it, so a thread hashing a 500 MB library
-holds the GIL for microseconds per MiB. Small files do not: a 4 KiB file is ~8 us of
-opening, reading and spelling under the GIL for 2 us of hashing, so threads on the 16k
-small files of a torch env take turns on the GIL and run on one core, however many there
-are. Those go to one forked child, which has its own GIL: the threads take files largest
-first from the front of the list, the child smallest first from its back, and they meet
-in the middle, each taking the next file itself, so both end within a file of each other.
-The child is forked before any thread starts (and only when no other thread runs), gets
-its files by inheritance and sends back only its digests, marshalled: it costs ~1 ms.
+The files go largest first (longest-processing-time order), cut into batches: a big file
+alone, small ones together (up to ~1/256 of the bytes, or of the files). Every worker
+takes the next batch itself, a ticket read from one pipe (a 4-byte read(2), which the
+kernel hands to one reader only): the last batches are the smallest, so the workers end
+within a small batch of each other instead of one of them ending alone on a 500 MB
+library, and a worker that dies holds no lock.
 
-Where they meet is published in a shared page: each side writes only its own index and
-reads the other's. A stale read can make both sides hash one file (the same digest, so
-harmless); a file neither side has done (the child killed, or failing) is hashed by the
-parent at the end. The result never depends on the child.
-
-The main thread only waits (or moves the progress bar): Python work beside the threads
-would take the GIL from them between their chunks, each of which then waits up to the
-switch interval (5 ms) for its 0.5 ms of hashing.
+The workers are this thread and forked children, not threads: hashlib releases the GIL
+while it digests a buffer, so threads would do for big files, but a 4 KiB file is ~8 us
+of opening, reading and spelling under the GIL for 2 us of hashing, and threads on the
+16k small files of a torch env take turns on the GIL, on one core however many there are.
+A child is forked before any thread starts (and only when no other thread runs: it could
+hold a lock the child would wait on), gets the list by inheritance, sends back only its
+digests (marshalled), and costs ~1 ms to start. Where forking is not possible or safe,
+the workers are threads. A batch no worker delivered (a child killed) is digested here at
+the end: the result never depends on a child.
 """
 
 from __future__ import annotations
@@ -31,13 +28,13 @@ import os
 from collections.abc import Callable, Sequence
 from operator import attrgetter, itemgetter
 from stat import S_ISREG
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from libdoctor.disk.hashing import HashJob
+from libdoctor.disk.stat import FileState
 
 __all__ = [
     "available_cores",
+    "batches_of",
     "digest_file",
     "digest_in_pool",
     "digest_one_by_one",
@@ -50,6 +47,21 @@ _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0
 _SIZE = attrgetter("state.size")
 KEY = itemgetter(0, 1)  # a HashJob's (path, algorithm): how digests are keyed
 
+
+class Job(Protocol):
+    """One file to digest (``hashing.HashJob`` is one)."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def algorithm(self) -> str: ...
+
+    @property
+    def state(self) -> FileState: ...
+
+
+J = TypeVar("J", bound=Job)
 Progress = Callable[[int], None]  # called with the bytes done since the last call
 # Starts the progress bar: only once the child is forked (a bar's thread must not be).
 StartProgress = Callable[[], Progress]
@@ -65,7 +77,7 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def largest_first(jobs: list[HashJob]) -> None:
+def largest_first(jobs: list[J]) -> None:
     """Sort JOBS biggest file first, in place: the order the pool takes them in."""
     jobs.sort(key=_SIZE, reverse=True)
 
@@ -122,11 +134,11 @@ class _Reader:
         self.constructors = _constructors()
         self.host = host
 
-    def spelled(self, job: HashJob) -> str | None:
+    def spelled(self, job: Job) -> str | None:
         """JOB's digest as RECORD spells it; None: it could not be read."""
         from libdoctor.environment.record import spell_hash
 
-        path, algorithm, _ = job
+        path, algorithm = job.path, job.algorithm
         try:
             if self.host is not None:
                 path = self.host(path)
@@ -137,7 +149,7 @@ class _Reader:
 
 
 def digest_one_by_one(
-    todo: Sequence[HashJob],
+    todo: Sequence[Job],
     progress: StartProgress | None = None,
     host: Callable[[str], str] | None = None,
 ) -> list[str | None]:
@@ -155,34 +167,45 @@ def digest_one_by_one(
 
 
 def digest_in_pool(
-    todo: Sequence[HashJob],
+    todo: Sequence[Job],
     workers: int,
     progress: StartProgress | None = None,
     host: Callable[[str], str] | None = None,
     *,
     fork: bool = True,
 ) -> list[str | None]:
-    """What digest_one_by_one returns, on WORKERS workers: WORKERS - 1 threads from the
-    front of TODO (best largest_first) and a forked child from its back; without FORK, a
-    fork, or with another thread running, WORKERS threads."""
+    """What digest_one_by_one returns, on WORKERS workers taking batches of TODO (best
+    largest_first) in turn: this thread and WORKERS - 1 forked children, or without FORK
+    (or a safe fork), WORKERS threads."""
     import threading
 
     values: list[Any] = [_PENDING] * len(todo)
-    child = None
-    if fork and workers > 1 and len(todo) >= _FORK_MIN and _may_fork(threading):
-        child = _SmallFiles.fork(todo, host)
+    batches = batches_of(todo)
+    tickets = _Tickets(len(batches))
+    children: list[_Child] = []
+    page = _Counters(workers)
+    if fork and len(todo) >= _FORK_MIN and _may_fork(threading):
+        for slot in range(1, workers):
+            child = _Child.fork(todo, batches, tickets, host, page, slot)
+            if child is None:
+                break
+            children.append(child)
     tick = progress() if progress else None
-    meeting = child.meeting if child else None
-    reported = _in_threads(todo, values, workers - 1 if child else workers, meeting, host, tick)
-    if child:
+    if children:
+        _work(todo, batches, tickets, values, _Reader(host), page, 0, tick)
+    else:
+        _in_threads(todo, batches, tickets, values, workers, host, page, tick)
+    for child in children:
         child.collect(values)
+    tickets.close()
     missing = [i for i, value in enumerate(values) if value is _PENDING]
-    if missing:  # the child failed, or was killed: its part is done here
-        redo = digest_in_pool([todo[i] for i in missing], workers, None, host, fork=False)
-        for i, value in zip(missing, redo, strict=True):
+    if missing:  # a child failed, or was killed: its batches are done here
+        for i, value in zip(
+            missing, digest_one_by_one([todo[i] for i in missing], None, host), strict=True
+        ):
             values[i] = value
     if tick:
-        tick(sum(job.state.size for job in todo) - reported)
+        tick(sum(job.state.size for job in todo) - page.reported)
     return values
 
 
@@ -191,108 +214,162 @@ def _may_fork(threading: Any) -> bool:
     return hasattr(os, "fork") and threading.active_count() == 1
 
 
-def _in_threads(
-    todo: Sequence[HashJob],
+def batches_of(todo: Sequence[Job]) -> list[tuple[int, int]]:
+    """TODO (largest first) cut into (start, stop) ranges: a big file alone, smaller ones
+    together up to 1/256 of all bytes (at least a chunk) and 1/256 of the files (at least
+    64). At most ~770 batches: their tickets fit the smallest pipe (one page)."""
+    sizes = [job.state.size for job in todo]
+    most_bytes = max(CHUNK, sum(sizes) // 256)
+    most_files = max(64, -(-len(sizes) // 256))
+    batches = []
+    start, held = 0, 0
+    for index, size in enumerate(sizes):
+        if index > start and (held + size > most_bytes or index - start >= most_files):
+            batches.append((start, index))
+            start, held = index, 0
+        held += size
+    if start < len(sizes):
+        batches.append((start, len(sizes)))
+    return batches
+
+
+class _Tickets:
+    """The work queue: the numbers of the batches, all written at once into a pipe; each
+    worker takes the next with one 4-byte read, which the kernel gives one reader alone.
+    Empty: every batch is taken."""
+
+    def __init__(self, count: int) -> None:
+        self._read, write = os.pipe()
+        try:
+            data = b"".join(number.to_bytes(4, "little") for number in range(count))
+            os.set_blocking(write, False)  # a pipe smaller than that fails, never hangs
+            sent = os.write(write, data) if data else 0
+        except OSError:
+            sent = -1
+        finally:
+            os.close(write)  # no writer left: an empty pipe reads as the end
+        self._count = count
+        self._broken = sent != len(data)
+        self._next = iter(range(count)).__next__  # when the pipe could not hold them
+
+    def take(self) -> int | None:
+        """The next batch's number; None once none is left."""
+        if self._broken:  # threads only (no child is forked on a broken queue)
+            try:
+                return self._next()
+            except StopIteration:
+                return None
+        data = os.read(self._read, 4)
+        return int.from_bytes(data, "little") if len(data) == 4 else None
+
+    @property
+    def broken(self) -> bool:
+        return self._broken
+
+    def close(self) -> None:
+        os.close(self._read)
+
+
+class _Counters:
+    """Bytes done per worker, in a page shared across the fork (for the progress bar);
+    ``reported``: how many the bar has been told of."""
+
+    def __init__(self, workers: int) -> None:
+        import mmap
+        import struct
+
+        self._page = mmap.mmap(-1, 8 * workers)  # anonymous and shared with the children
+        self._slot = struct.Struct("q")
+        self._workers = workers
+        self.reported = 0
+
+    def add(self, slot: int, amount: int) -> None:
+        offset = 8 * slot
+        self._slot.pack_into(
+            self._page, offset, self._slot.unpack_from(self._page, offset)[0] + amount
+        )
+
+    def total(self) -> int:
+        return sum(self._slot.unpack_from(self._page, 8 * i)[0] for i in range(self._workers))
+
+    def report(self, tick: Progress | None) -> None:
+        if tick:
+            total = self.total()
+            tick(total - self.reported)
+            self.reported = total
+
+
+def _work(
+    todo: Sequence[Job],
+    batches: list[tuple[int, int]],
+    tickets: _Tickets,
     values: list[Any],
-    workers: int,
-    meeting: _Meeting | None,
-    host: Callable[[str], str] | None,
-    tick: Progress | None,
-) -> int:
-    """Fill VALUES from the front of TODO on WORKERS threads, each taking the next index
-    itself, until they meet the child coming from the back (MEETING; without it, to the
-    end). Returns the bytes reported to TICK."""
-    import itertools
-    import threading
-
-    take = itertools.count().__next__  # one C call: atomic under the GIL
-    end = len(todo)
-    finished = [0] * workers  # bytes each thread has done, for the progress bar
-
-    def work(me: int) -> None:
-        reader = _Reader(host)
-        while True:
-            index = take()
-            if meeting is not None:
-                meeting.front = index + 1
-                if index >= meeting.back:
-                    return
-            if index >= end:
-                return
+    reader: _Reader,
+    counters: _Counters,
+    slot: int,
+    tick: Progress | None = None,
+) -> list[int]:
+    """Take batches until none is left, filling VALUES; count the bytes in SLOT (and move
+    the bar, TICK, after each batch: this thread's). The numbers of the batches done."""
+    taken = []
+    while (number := tickets.take()) is not None:
+        start, stop = batches[number]
+        done = 0
+        for index in range(start, stop):
             job = todo[index]
             values[index] = reader.spelled(job)
-            finished[me] += job.state.size
+            done += job.state.size
+        counters.add(slot, done)
+        counters.report(tick)
+        taken.append(number)
+    return taken
+
+
+def _in_threads(
+    todo: Sequence[Job],
+    batches: list[tuple[int, int]],
+    tickets: _Tickets,
+    values: list[Any],
+    workers: int,
+    host: Callable[[str], str] | None,
+    counters: _Counters,
+    tick: Progress | None,
+) -> None:
+    """WORKERS threads taking batches; this one only waits, or moves the bar."""
+    import threading
+
+    def work(slot: int) -> None:
+        _work(todo, batches, tickets, values, _Reader(host), counters, slot)
 
     threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(workers)]
     for thread in threads:
         thread.start()
-    reported = 0
     for thread in threads:
         while thread.is_alive():
             thread.join(0.1 if tick else None)
-            if tick:
-                total = sum(finished) + (meeting.child_bytes if meeting else 0)
-                tick(total - reported)
-                reported = total
-    return reported
+            counters.report(tick)
 
 
-class _Meeting:
-    """Where the threads (from the front) and the child (from the back) have come, in a page
-    shared across the fork: each side writes only its own index. Also the bytes the child
-    has done, for the progress bar."""
+class _Child:
+    """A forked worker: takes batches like the parent, sends back their digests."""
 
-    def __init__(self, end: int) -> None:
-        import mmap
-        import struct
-
-        self._page = mmap.mmap(-1, 24)  # anonymous and shared: the child's writes are seen
-        self._slot = struct.Struct("q")
-        self.front, self.back, self.child_bytes = 0, end, 0
-
-    def _get(self, offset: int) -> int:
-        value: int = self._slot.unpack_from(self._page, offset)[0]
-        return value
-
-    @property
-    def front(self) -> int:
-        """The threads' next index: they have taken every one below it."""
-        return self._get(0)
-
-    @front.setter
-    def front(self, value: int) -> None:
-        self._slot.pack_into(self._page, 0, value)
-
-    @property
-    def back(self) -> int:
-        """The child's last index: it has taken it and every one above."""
-        return self._get(8)
-
-    @back.setter
-    def back(self, value: int) -> None:
-        self._slot.pack_into(self._page, 8, value)
-
-    @property
-    def child_bytes(self) -> int:
-        return self._get(16)
-
-    @child_bytes.setter
-    def child_bytes(self, value: int) -> None:
-        self._slot.pack_into(self._page, 16, value)
-
-
-class _SmallFiles:
-    """The forked child that digests files from the back of the list, smallest first."""
-
-    def __init__(self, pid: int, read_fd: int, meeting: _Meeting) -> None:
+    def __init__(self, pid: int, read_fd: int) -> None:
         self._pid = pid
         self._read = read_fd
-        self.meeting = meeting
 
     @classmethod
-    def fork(cls, todo: Sequence[HashJob], host: Callable[[str], str] | None) -> _SmallFiles | None:
-        """The child started on TODO (None: it could not be forked)."""
-        meeting = _Meeting(len(todo))
+    def fork(
+        cls,
+        todo: Sequence[Job],
+        batches: list[tuple[int, int]],
+        tickets: _Tickets,
+        host: Callable[[str], str] | None,
+        counters: _Counters,
+        slot: int,
+    ) -> _Child | None:
+        """The child started (None: it could not be forked)."""
+        if tickets.broken:
+            return None
         read_fd, write_fd = os.pipe()
         try:
             pid = os.fork()
@@ -303,17 +380,25 @@ class _SmallFiles:
         if pid == 0:  # the child: digest, send, leave without running the parent's exit
             code = 1
             try:
+                import gc
+                import marshal
+
+                gc.disable()  # a collection would walk (and copy) every inherited page
                 os.close(read_fd)
-                _from_the_back(todo, host, meeting, write_fd)
+                values: list[Any] = [None] * len(todo)
+                taken = _work(todo, batches, tickets, values, _Reader(host), counters, slot)
+                sent = [(batches[n][0], values[slice(*batches[n])]) for n in taken]
+                with os.fdopen(write_fd, "wb") as out:
+                    out.write(marshal.dumps(sent))
                 code = 0
             finally:
                 os._exit(code)
         os.close(write_fd)
-        return cls(pid, read_fd, meeting)
+        return cls(pid, read_fd)
 
     def collect(self, values: list[Any]) -> None:
-        """Wait for the child; fill the slots of VALUES it did that are still pending. A
-        child that failed or sent something else fills nothing."""
+        """Wait for the child; fill the slots of VALUES it did. A child that failed, or
+        sent something else, fills nothing (its batches are done again)."""
         import marshal
 
         with os.fdopen(self._read, "rb") as handle:
@@ -323,38 +408,13 @@ class _SmallFiles:
         except ChildProcessError:  # reaped already (SIGCHLD ignored): the data must do
             status = 0
         try:
-            lowest, done = marshal.loads(data) if status == 0 else (0, [])
+            sent = marshal.loads(data) if status == 0 else []
         except Exception:  # damaged: the parent does it all
             return
-        if not (isinstance(lowest, int) and isinstance(done, list)):
-            return
-        if lowest < 0 or lowest + len(done) != len(values):
-            return
-        for index, value in enumerate(done, lowest):
-            if values[index] is _PENDING and (value is None or isinstance(value, str)):
-                values[index] = value
-
-
-def _from_the_back(
-    todo: Sequence[HashJob], host: Callable[[str], str] | None, meeting: _Meeting, fd: int
-) -> None:
-    """In the child: digest TODO from its last job down until the threads' front, then send
-    (the lowest index done, the digests from there on) down FD."""
-    import gc
-    import marshal
-
-    gc.disable()  # a collection would walk (and copy) every page inherited from the parent
-    reader = _Reader(host)
-    done: list[str | None] = []
-    index = len(todo) - 1
-    bytes_done = 0
-    while index >= 0 and index >= meeting.front:
-        meeting.back = index
-        job = todo[index]
-        done.append(reader.spelled(job))
-        bytes_done += job.state.size
-        meeting.child_bytes = bytes_done
-        index -= 1
-    done.reverse()
-    with os.fdopen(fd, "wb") as out:
-        out.write(marshal.dumps((len(todo) - len(done), done)))
+        for start, done in sent if isinstance(sent, list) else ():
+            if not (isinstance(start, int) and isinstance(done, list)):
+                continue
+            if start >= 0 and start + len(done) <= len(values):
+                for index, value in enumerate(done, start):
+                    if value is None or isinstance(value, str):
+                        values[index] = value
