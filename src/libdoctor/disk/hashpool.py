@@ -175,42 +175,42 @@ def digest_in_pool(
     fork: bool = True,
 ) -> list[str | None]:
     """What digest_one_by_one returns, on WORKERS workers taking batches of TODO (best
-    largest_first) in turn: this thread and WORKERS - 1 forked children, or without FORK
-    (or a safe fork), WORKERS threads."""
-    import threading
-
+    largest_first) in turn: this thread and WORKERS - 1 forked children; without FORK, or
+    where forking is not safe, WORKERS threads."""
     values: list[Any] = [_PENDING] * len(todo)
     batches = batches_of(todo)
     tickets = _Tickets(len(batches))
+    counters = _Counters(workers)
     children: list[_Child] = []
-    page = _Counters(workers)
-    if fork and len(todo) >= _FORK_MIN and _may_fork(threading):
-        for slot in range(1, workers):
-            child = _Child.fork(todo, batches, tickets, host, page, slot)
-            if child is None:
-                break
-            children.append(child)
-    tick = progress() if progress else None
-    if children:
-        _work(todo, batches, tickets, values, _Reader(host), page, 0, tick)
-    else:
-        _in_threads(todo, batches, tickets, values, workers, host, page, tick)
-    for child in children:
-        child.collect(values)
-    tickets.close()
+    try:
+        if fork and len(todo) >= _FORK_MIN and not tickets.broken and _may_fork():
+            for slot in range(1, workers):
+                child = _Child.fork(todo, batches, tickets, host, counters, slot)
+                if child is None:
+                    break
+                children.append(child)
+        tick = progress() if progress else None
+        if children:
+            _work(todo, batches, tickets, values, _Reader(host), counters, 0, tick)
+        else:
+            _in_threads(todo, batches, tickets, values, workers, host, counters, tick)
+    finally:
+        for child in children:
+            child.collect(values)
+        tickets.close()
     missing = [i for i, value in enumerate(values) if value is _PENDING]
-    if missing:  # a child failed, or was killed: its batches are done here
-        for i, value in zip(
-            missing, digest_one_by_one([todo[i] for i in missing], None, host), strict=True
-        ):
-            values[i] = value
+    redone = digest_one_by_one([todo[i] for i in missing], None, host) if missing else []
+    for i, value in zip(missing, redone, strict=True):  # a child failed, or was killed
+        values[i] = value
     if tick:
-        tick(sum(job.state.size for job in todo) - page.reported)
+        tick(sum(job.state.size for job in todo) - counters.reported)
     return values
 
 
-def _may_fork(threading: Any) -> bool:
+def _may_fork() -> bool:
     """Forking is safe: no other thread may hold a lock the child would wait on forever."""
+    import threading
+
     return hasattr(os, "fork") and threading.active_count() == 1
 
 
@@ -239,32 +239,29 @@ class _Tickets:
     Empty: every batch is taken."""
 
     def __init__(self, count: int) -> None:
+        data = b"".join(number.to_bytes(4, "little") for number in range(count))
         self._read, write = os.pipe()
         try:
-            data = b"".join(number.to_bytes(4, "little") for number in range(count))
             os.set_blocking(write, False)  # a pipe smaller than that fails, never hangs
             sent = os.write(write, data) if data else 0
         except OSError:
             sent = -1
         finally:
             os.close(write)  # no writer left: an empty pipe reads as the end
-        self._count = count
-        self._broken = sent != len(data)
-        self._next = iter(range(count)).__next__  # when the pipe could not hold them
+        # Could not hold them all (a user out of pipe pages gets one page): threads only,
+        # counting in this process.
+        self.broken = sent != len(data)
+        self._next = iter(range(count)).__next__
 
     def take(self) -> int | None:
         """The next batch's number; None once none is left."""
-        if self._broken:  # threads only (no child is forked on a broken queue)
+        if self.broken:
             try:
                 return self._next()
             except StopIteration:
                 return None
         data = os.read(self._read, 4)
         return int.from_bytes(data, "little") if len(data) == 4 else None
-
-    @property
-    def broken(self) -> bool:
-        return self._broken
 
     def close(self) -> None:
         os.close(self._read)
@@ -368,8 +365,6 @@ class _Child:
         slot: int,
     ) -> _Child | None:
         """The child started (None: it could not be forked)."""
-        if tickets.broken:
-            return None
         read_fd, write_fd = os.pipe()
         try:
             pid = os.fork()
