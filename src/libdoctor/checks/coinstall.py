@@ -9,8 +9,9 @@ where the installer puts it) and the lock's packages. Pure: nothing is read here
   install order, and uv installs wheels in parallel. The same bytes are an info.
 - ``lock-cuda-mixed-major``: a framework built for one CUDA major beside CUDA wheels of
   another (error); CUDA wheels of several majors and no framework (warning).
-- ``lock-requirement-unmet``: a locked wheel requires (for this platform) a name the lock
-  does not hold here, or a version of it the lock does not pin.
+- ``lock-requirement-unmet``: a locked wheel requires (for this platform, and the extras it
+  is installed with) a name the lock does not hold here, or a version of it the lock does
+  not pin.
 """
 
 from __future__ import annotations
@@ -193,20 +194,26 @@ def _packages_mixed(by_major: Mapping[int, list[CudaPackage]]) -> Finding:
 
 
 def unmet_requirements(
-    env: Environment, held: Sequence[LockedPackage], markers: Mapping[str, str]
+    env: Environment,
+    held: Sequence[LockedPackage],
+    markers: Mapping[str, str],
+    extras: Mapping[str, frozenset[str]] | None = None,
 ) -> list[Finding]:
-    """Each locked wheel's requirements (for MARKERS, no extra) the lock does not hold."""
+    """Each locked wheel's requirements the lock does not hold: those whose marker holds
+    for MARKERS with no extra or with one of the extras the wheel is installed with (EXTRAS,
+    by key), as pip and uv evaluate them."""
     from packaging.requirements import InvalidRequirement, Requirement
 
     versions = {p.key: p.version for p in held}
     found = []
     for dist in env.distributions:
+        chosen = ("", *sorted((extras or {}).get(dist.key, ())))
         for line in dist.requires_dist:
             try:
                 req = Requirement(line)
             except InvalidRequirement:
                 continue
-            if req.marker is not None and not _holds(req.marker, markers):
+            if req.marker is not None and not any(_holds(req.marker, markers, x) for x in chosen):
                 continue
             key = canonicalize_name(req.name)
             if key not in versions:
@@ -216,9 +223,9 @@ def unmet_requirements(
     return found
 
 
-def _holds(marker: object, markers: Mapping[str, str]) -> bool:
+def _holds(marker: object, markers: Mapping[str, str], extra: str) -> bool:
     try:
-        return bool(marker.evaluate({**markers, "extra": ""}))  # type: ignore[attr-defined]
+        return bool(marker.evaluate({**markers, "extra": extra}))  # type: ignore[attr-defined]
     except Exception:  # an undefined marker name: counts as holding, as lockselect does
         return True
 

@@ -289,7 +289,7 @@ def _findings(
     found = path_conflicts(env, fix)
     found += cuda_majors(env, _frameworks(env, wheels), fix)
     held = [*selection.required, *selection.optional]
-    found += unmet_requirements(env, held, platform.markers)
+    found += unmet_requirements(env, held, platform.markers, selection.extras)
     found += [_cannot_tell(u) for u in unplanned]
     return found
 
