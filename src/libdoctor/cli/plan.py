@@ -80,13 +80,15 @@ def _register_lock(actions: Any) -> None:
     lock.add_argument(
         "--python",
         dest="plan_python",
-        metavar="X.Y",
-        help="the Python to plan for (default: the one running libdoctor)",
+        metavar="X.Y[.Z]",
+        help="the CPython to plan for; X.Y is X.Y.0 for python_full_version markers, as uv "
+        "takes --python-version X.Y (default: the one running libdoctor)",
     )
     lock.add_argument(
         "--platform",
         metavar="TAG",
-        help="a wheel platform tag (manylinux_2_28_x86_64; default: this machine)",
+        help="a wheel platform tag (manylinux_2_28_x86_64, musllinux_1_2_aarch64, "
+        "macosx_14_0_arm64, win_amd64; default: this machine)",
     )
     lock.add_argument(
         "--index-url",

@@ -81,6 +81,7 @@ def lock_dict(plan: LockPlan) -> dict[str, Any]:
         "created_by": plan.lock.created_by,
         "planned_for": {
             "python": f"{plan.platform.python[0]}.{plan.platform.python[1]}",
+            "python_full_version": plan.platform.markers.get("python_full_version"),
             "platform": plan.platform.platform,
             "tags": list(plan.platform.tags[:3]),
         },
