@@ -9,6 +9,7 @@ checkout's. The hooks run under real ``pre-commit`` (``slow``: it builds its own
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from support.httpindex import FileServer, serve
 from support.venvs import Venv
 
 yaml = pytest.importorskip("yaml")
@@ -207,8 +209,33 @@ def hook_repo(dest: Path) -> str:
     return git(dest, "rev-parse", "HEAD")
 
 
+# Every proxy variable at the discard port (nothing answers there), but for 127.0.0.1.
+LOCAL_ONLY = {name: "http://127.0.0.1:9" for name in ("http_proxy", "https_proxy", "HTTP_PROXY",
+              "HTTPS_PROXY")} | {"no_proxy": "127.0.0.1", "NO_PROXY": "127.0.0.1"}  # fmt: skip
+
+
+def served_pylock(server: FileServer, wheels: list[Path]) -> str:
+    """A pylock.toml of WHEELS as SERVER serves them, with their sha256."""
+    text = 'lock-version = "1.0"\ncreated-by = "test"\n'
+    for wheel in wheels:
+        name, version = wheel.name.split("-")[:2]
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        text += (
+            f'[[packages]]\nname = "{name}"\nversion = "{version}"\n'
+            f'wheels = [{{ url = "{server.url}/files/{wheel.name}", '
+            f'hashes = {{ sha256 = "{digest}" }} }}]\n'
+        )
+    return text
+
+
 @pytest.mark.slow
 def test_pre_commit_hooks_for_real(tmp_path: Path, healthy: Venv, phantom: Venv) -> None:
+    """The three hooks in a project's config, run by real pre-commit. Its env is built from
+    the hook repo first (``install-hooks``: pip reaches the package index); the runs after
+    it go through a proxy that answers nothing but to 127.0.0.1, where the plan-lock hook's
+    wheels are served: the hooks themselves reach no other host."""
+    from support.wheels import build_wheel
+
     pre_commit = Path(sys.executable).parent / "pre-commit"
     if not pre_commit.exists():
         pytest.skip("pre-commit is not installed (the dev extra has it)")
@@ -219,42 +246,55 @@ def test_pre_commit_hooks_for_real(tmp_path: Path, healthy: Venv, phantom: Venv)
     project.mkdir()
     git(project, "init", "-q")
     (project / "requirements.txt").write_text("cudnn-a==9.1.0\ntorchlike==1.0\n")
+    (project / "locks").mkdir()
     env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") or k == "HOME"}
     env |= {"PATH": "/usr/bin:/bin", "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
+    built = tmp_path / "w"
+    one = build_wheel(built, "one", "1.0", {"shared/lib.so": b"one " * 10, "one/a.py": b""})
+    two = build_wheel(built, "two", "1.0", {"shared/lib.so": b"two " * 10, "two/a.py": b""})
+    plan_args = ["--cache-dir", str(tmp_path / "wheel-cache"), "--platform", "linux_x86_64"]
 
-    def run(target: Venv) -> subprocess.CompletedProcess[str]:
-        config = {
-            "repos": [
-                {
-                    "repo": str(repo),
-                    "rev": rev,
-                    "hooks": [
-                        {"id": "libdoctor-check", "args": [str(target.path)]},
-                        {
-                            "id": "libdoctor-verify-lock",
-                            "args": ["requirements.txt", str(target.path)],
-                        },
-                    ],
-                }
-            ]
-        }
-        (project / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
+    def config(target: Venv) -> None:
+        hooks = [
+            {"id": "libdoctor-check", "args": [str(target.path)]},
+            {"id": "libdoctor-verify-lock", "args": ["requirements.txt", str(target.path)]},
+            {"id": "libdoctor-plan-lock", "args": plan_args, "files": r"^locks/pylock\.toml$"},
+        ]
+        doc = {"repos": [{"repo": str(repo), "rev": rev, "hooks": hooks}]}
+        (project / ".pre-commit-config.yaml").write_text(yaml.safe_dump(doc))
+
+    def run(target: Venv, lock: str) -> subprocess.CompletedProcess[str]:
+        config(target)
+        (project / "locks" / "pylock.toml").write_text(lock)
         git(project, "add", ".")
         argv = [str(pre_commit), "run", "--all-files"]
         return subprocess.run(
-            argv, cwd=project, env=env, capture_output=True, text=True, timeout=600
+            argv, cwd=project, env=env | LOCAL_ONLY, capture_output=True, text=True, timeout=600
         )
 
-    ok = run(healthy)
+    config(healthy)
+    installed = subprocess.run(
+        [str(pre_commit), "install-hooks"], cwd=project, env=env, capture_output=True,
+        text=True, timeout=600,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    with serve() as server:
+        server.add_wheel(one)
+        server.add_wheel(two)
+        ok = run(healthy, served_pylock(server, [one]))
+        broken = run(phantom, served_pylock(server, [one, two]))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert re.search(r"libdoctor check\.+Passed", ok.stdout), ok.stdout
     assert re.search(r"libdoctor verify --lock\.+Passed", ok.stdout), ok.stdout
-    broken = run(phantom)
+    assert re.search(r"libdoctor plan lock\.+Passed", ok.stdout), ok.stdout
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert re.search(r"libdoctor check\.+Failed", broken.stdout), broken.stdout
     assert "torchlike 1.0 needs libcudnn.so.9: not found" in broken.stdout
     assert re.search(r"libdoctor verify --lock\.+Failed", broken.stdout), broken.stdout
     assert "lock-files" in broken.stdout
+    assert re.search(r"libdoctor plan lock\.+Failed", broken.stdout), broken.stdout
+    assert "lock-path-conflict" in broken.stdout and "shared/ (1)" in broken.stdout
+    assert "one 1.0 and two 1.0 both install 1 path(s) with different bytes" in broken.stdout
     # try-repo takes no args: the hook then reads pre-commit's own env (its $VIRTUAL_ENV; that
     # env is often healthy, so --verbose shows the output of a passing hook too),
     # which is why the README's config names the target in args
