@@ -150,13 +150,13 @@ def test_action_refuses_an_unknown_format(tmp_path: Path, healthy: Venv) -> None
 # --------------------------------------------------------------------------- pre-commit
 
 
-def test_action_plans_a_lock(tmp_path: Path) -> None:
-    """``plan-lock: FILE``: two locked wheels (local files) installing one path, stopped."""
+def local_pylock(directory: Path) -> Path:
+    """DIRECTORY/pylock.toml locking two wheels (files beside it) that install one path."""
     from support.wheels import build_wheel
 
-    one = build_wheel(tmp_path / "w", "one", "1.0", {"shared/lib.so": b"one"})
-    two = build_wheel(tmp_path / "w", "two", "1.0", {"shared/lib.so": b"two"})
-    lock = tmp_path / "pylock.toml"
+    one = build_wheel(directory / "w", "one", "1.0", {"shared/lib.so": b"one"})
+    two = build_wheel(directory / "w", "two", "1.0", {"shared/lib.so": b"two"})
+    lock = directory / "pylock.toml"
     lock.write_text(
         'lock-version = "1.0"\ncreated-by = "test"\n'
         + "".join(
@@ -164,11 +164,36 @@ def test_action_plans_a_lock(tmp_path: Path) -> None:
             for n, w in (("one", one), ("two", two))
         )
     )
+    return lock
+
+
+def test_action_plans_a_lock(tmp_path: Path) -> None:
+    """``plan-lock: FILE``: two locked wheels (local files) installing one path, stopped."""
+    local_pylock(tmp_path)
     done, output = run_step(tmp_path, {"plan-lock": "pylock.toml", "install": "false"})
     assert done.returncode == 1, done.stderr
     assert "lock-path-conflict" in done.stdout and "shared/lib.so" in done.stdout
     assert outputs(output) == {"exit-code": "1"}
     assert "::error::libdoctor plan lock exited 1" in done.stderr
+
+
+def test_action_plans_a_lock_into_sarif(tmp_path: Path) -> None:
+    """``plan-lock: locks/pylock.toml`` with ``format: sarif``: the result is located at the
+    line of the package to drop, by a URI relative to the workspace (code scanning reads a
+    relative URI from the repository's root)."""
+    (tmp_path / "locks").mkdir()
+    lines = local_pylock(tmp_path / "locks").read_text().splitlines()
+    given = {"plan-lock": "locks/pylock.toml", "install": "false", "format": "sarif"}
+    done, output = run_step(tmp_path, given)
+    assert done.returncode == 1, done.stderr
+    assert outputs(output) == {"sarif-file": "libdoctor.sarif", "exit-code": "1"}
+    run = json.loads((tmp_path / "libdoctor.sarif").read_text())["runs"][0]
+    (result,) = run["results"]
+    assert result["ruleId"] == "lock-path-conflict"
+    where = result["locations"][0]["physicalLocation"]
+    assert where["artifactLocation"] == {"uri": "locks/pylock.toml", "uriBaseId": "TARGET"}
+    assert run["originalUriBaseIds"]["TARGET"]["uri"] == tmp_path.as_uri() + "/"
+    assert lines[where["region"]["startLine"] - 1] == 'name = "two"'
 
 
 def hooks() -> dict[str, dict[str, Any]]:

@@ -144,7 +144,8 @@ def _run_one_lock(args: argparse.Namespace, path: str) -> int:
     order = {s: i for i, s in enumerate(sorted(Severity, reverse=True))}
     findings = sorted(plan.findings, key=lambda f: order[f.severity])
     if args.format == "sarif":
-        common.write(coinstall.render_sarif(plan, findings, package_lines(plan.lock)))
+        lines = package_lines(plan.lock)
+        common.write(coinstall.render_sarif(plan, findings, lines, os.getcwd()))
     elif args.json:
         common.write(coinstall.render_json(plan, findings))
     else:
