@@ -175,9 +175,17 @@ def _from_index(
     if mine is None:
         why = "a pin without a locked URL, and its release is not in the cache (--offline)"
         return Unplanned(package, why, Severity.WARNING)
+    if not mine:
+        why = "the index lists no file of this release: an install of the lock fails here"
+        return Unplanned(package, why, Severity.WARNING)
     hashes = {h.partition(":")[2] for h in package.hashes if h.startswith("sha256:")}
     if hashes:
-        mine = tuple(f for f in mine if f.sha256 in hashes)
+        mine = tuple(f for f in mine if f.sha256 is None or f.sha256 in hashes)
+        if not mine:
+            raise LibdoctorError(
+                f"{package.display}: none of the lock's sha256 hashes is one the index lists "
+                "for this release"
+            )
     wheels = {f.filename: f for f in mine if f.filename.endswith(".whl")}
     chosen = choose_wheel(wheels, platform.tags)
     if chosen is None:
