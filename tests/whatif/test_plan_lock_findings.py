@@ -1,7 +1,9 @@
-"""``plan lock``'s ``lock-requirement-unmet`` in each lock format, extras included, and what
-cannot be planned: a locked wheel installed with an extra is held to the requirements of
-that extra (``extra == "x"`` evaluated as pip and uv do), never to those of an extra it is
-not installed with.
+"""``plan lock``'s findings beyond the seed's (``test_plan_lock``), and what cannot be planned.
+
+``lock-requirement-unmet`` in each lock format, extras included: a locked wheel installed
+with an extra is held to the requirements of that extra (``extra == "x"`` evaluated as pip
+and uv do), never to those of an extra it is not installed with. ``lock-path-conflict`` of
+identical bytes only (info), and ``lock-cuda-mixed-major`` without a framework (warning).
 
 ``alpha`` requires ``beta`` under its extra ``x`` and ``gamma`` under ``y``; ``epsilon``
 requires ``beta>=1,<2``; the project wants ``alpha[x]`` (and ``alpha[y]`` under its own
@@ -67,6 +69,9 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
         )
         for n, v in pins
     }
+    for name, lib in (("nvidia-curand-cu12", "curand"), ("nvidia-cufft-cu13", "cufft")):
+        files = {"nvidia/__init__.py": b"", f"nvidia/{lib}/lib/lib{lib}.so": name.encode()}
+        wheels[(name, "1.0")] = build_wheel(root / "w", name, "1.0", files)
     with serve() as server:
         for wheel in wheels.values():
             server.add_wheel(wheel)
@@ -186,6 +191,23 @@ def test_pylock_requirements(
         (finding,) = doc["findings"]
         assert finding["evidence"]["locked"] == locked
         assert finding["distribution"] == {"name": "epsilon", "version": "1.0"}
+
+
+def test_cuda_wheels_of_two_majors_sharing_identical_bytes(index: Index, tmp_path: Path) -> None:
+    """No framework: CUDA wheels of two majors are a warning; their shared
+    ``nvidia/__init__.py`` (the same bytes) is an info; each once."""
+    pins = [("nvidia-curand-cu12", "1.0"), ("nvidia-cufft-cu13", "1.0")]
+    run, doc = plan(index, index.pylock(pins, tmp_path))
+    assert run.rc == 1
+    codes = sorted((f["code"], f["severity"]) for f in doc["findings"])
+    assert codes == [("lock-cuda-mixed-major", "warning"), ("lock-path-conflict", "info")]
+    mixed, shared = sorted(doc["findings"], key=lambda f: str(f["code"]))
+    assert mixed["evidence"]["majors"] == {"12": ["nvidia-curand-cu12 1.0"],
+                                           "13": ["nvidia-cufft-cu13 1.0"]}  # fmt: skip
+    assert shared["paths"] == ["nvidia/__init__.py"]
+    assert shared["evidence"]["shared_by"] == {
+        "nvidia/__init__.py": ["nvidia-cufft-cu13 1.0", "nvidia-curand-cu12 1.0"]
+    }
 
 
 # --------------------------------------------------------------------------- cannot plan
