@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from libdoctor.environment.tags import planned
+from libdoctor.environment.tags import choose_wheel, planned
 from libdoctor.errors import LibdoctorError
 from support.venvs import run_libdoctor_inprocess
 
@@ -86,6 +86,36 @@ def test_platform_junk_is_refused(junk: str) -> None:
         planned(None, junk)
 
 
+WHEELS = [
+    "x-1.0-py3-none-any.whl",
+    "x-1.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+    "x-1.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+    "x-1.0-cp39-abi3-manylinux_2_17_aarch64.whl",
+    "x-1.0-cp311-cp311-macosx_11_0_arm64.whl",
+    "x-1.0-cp312-cp312-win_amd64.whl",
+    "not a wheel.whl",
+]
+
+
+@pytest.mark.parametrize(
+    ("python", "platform", "chosen"),
+    [
+        ("3.11", "manylinux_2_28_x86_64", "x-1.0-cp311-cp311-manylinux_2_28_x86_64.whl"),
+        ("3.11", "manylinux_2_27_x86_64", WHEELS[1]),  # the newest it accepts
+        ("3.12", "manylinux_2_28_aarch64", "x-1.0-cp39-abi3-manylinux_2_17_aarch64.whl"),
+        ("3.11", "macosx_14_0_arm64", "x-1.0-cp311-cp311-macosx_11_0_arm64.whl"),
+        ("3.11", "win_amd64", "x-1.0-py3-none-any.whl"),  # cp312's is not for 3.11
+        ("3.12", "win_amd64", "x-1.0-cp312-cp312-win_amd64.whl"),
+    ],
+)
+def test_choose_wheel_as_the_installer_would(python: str, platform: str, chosen: str) -> None:
+    assert choose_wheel(WHEELS, planned(python, platform).tags) == chosen
+
+
+def test_choose_wheel_none_fits() -> None:
+    assert choose_wheel(WHEELS[1:3], planned("3.11", "win_amd64").tags) is None
+
+
 def test_cli_says_one_line_and_exits_2(tmp_path: Path) -> None:
     lock = tmp_path / "requirements.txt"
     lock.write_text("beta==1.0\n")
@@ -95,15 +125,18 @@ def test_cli_says_one_line_and_exits_2(tmp_path: Path) -> None:
         assert len(run.stderr.strip().splitlines()) == 1, run.stderr
 
 
-def test_python_full_version_markers_select(tmp_path: Path) -> None:
-    """A pin under ``python_full_version >= "3.11.1"``: out for 3.11 (3.11.0), in for 3.11.5."""
+def test_markers_select_for_the_planned_python_and_platform(tmp_path: Path) -> None:
+    """A pin under ``python_full_version >= "3.11.1"``: out for 3.11 (3.11.0), in for 3.11.5;
+    one under ``sys_platform == "darwin"``: in for a macOS tag only."""
     lock = tmp_path / "requirements.txt"
-    lock.write_text('beta==1.0 ; python_full_version >= "3.11.1"\n')
+    lock.write_text(
+        'beta==1.0 ; python_full_version >= "3.11.1"\ngamma==1.0 ; sys_platform == "darwin"\n'
+    )
 
-    def excluded(python: str) -> list[str]:
+    def excluded(python: str, platform: str = "manylinux_2_28_x86_64") -> list[str]:
         run = run_libdoctor_inprocess(
             "plan", "lock", lock, "--offline", "--cache-dir", tmp_path / "c", "--json",
-            "--python", python, "--platform", "manylinux_2_28_x86_64",
+            "--python", python, "--platform", platform,
         )  # fmt: skip
         doc = json.loads(run.stdout)
         assert doc["lock"]["planned_for"]["python_full_version"] == (
@@ -111,5 +144,6 @@ def test_python_full_version_markers_select(tmp_path: Path) -> None:
         )
         return [e["name"] for e in doc["lock"]["excluded"]]
 
-    assert excluded("3.11") == ["beta"]
-    assert excluded("3.11.5") == []
+    assert excluded("3.11") == ["beta", "gamma"]
+    assert excluded("3.11.5") == ["gamma"]
+    assert excluded("3.11.5", "macosx_14_0_arm64") == []

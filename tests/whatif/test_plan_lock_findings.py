@@ -210,6 +210,61 @@ def test_cuda_wheels_of_two_majors_sharing_identical_bytes(index: Index, tmp_pat
     }
 
 
+def test_uv_lock_default_groups_are_planned(index: Index) -> None:
+    """A CUDA 13 wheel only in the project's dev group: planned (uv's default groups), and
+    not with ``--no-dev``."""
+    project = index.root / "groups"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "seed"\nversion = "0.1.0"\nrequires-python = ">=3.10"\n'
+        'dependencies = ["nvidia-curand-cu12==1.0"]\n'
+        '[dependency-groups]\ndev = ["nvidia-cufft-cu13==1.0"]\n[tool.uv]\npackage = false\n'
+    )
+    uv(["lock", "--default-index", index.simple], project, uv_env(index.root / "uv-cache"))
+    run, doc = plan(index, project / "uv.lock")
+    assert run.rc == 1
+    assert [f["code"] for f in doc["findings"] if f["severity"] == "warning"] == [
+        "lock-cuda-mixed-major"
+    ]
+    assert doc["lock"]["synced_with"] == "extras none; groups dev"
+    run, doc = plan(index, project / "uv.lock", "--no-dev")
+    assert (run.rc, doc["findings"]) == (0, []), run.stdout
+
+
+@pytest.mark.parametrize(
+    ("table", "severity", "why"),
+    [
+        ('sdist = { url = "https://example.invalid/x-1.0.tar.gz" }', "info",
+         "only an sdist: the installer would build it"),
+        ('wheels = [{ url = "https://example.invalid/x-1.0-cp311-cp311-win_amd64.whl" }]',
+         "warning", "no locked file fits Python 3.11, manylinux_2_28_x86_64"),
+        ('directory = { path = "src/x" }', None, None),
+        ('vcs = { type = "git", url = "https://example.invalid/x.git", commit-id = "ab" }',
+         "info", "locked as a vcs source: its files are unknown until it is built"),
+    ],
+    ids=["sdist", "other-platform", "directory", "vcs"],
+)  # fmt: skip
+def test_what_cannot_be_told_is_said(
+    tmp_path: Path, table: str, severity: str | None, why: str | None
+) -> None:
+    """Nothing is read: the lock alone says these (a local directory is the project's own,
+    planned as nothing)."""
+    lock = tmp_path / "pylock.toml"
+    lock.write_text(f'lock-version = "1.0"\n[[packages]]\nname = "x"\nversion = "1.0"\n{table}\n')
+    run = run_libdoctor_inprocess(
+        "plan", "lock", lock, "--cache-dir", tmp_path / "c", "--json",
+        "--python", "3.11", "--platform", "manylinux_2_28_x86_64",
+    )  # fmt: skip
+    doc = json.loads(run.stdout)
+    if severity is None:
+        assert (run.rc, doc["findings"]) == (0, [])
+        return
+    (finding,) = doc["findings"]
+    assert (finding["code"], finding["severity"]) == ("lock-cannot-tell", severity)
+    assert why is not None and why in finding["message"]
+    assert run.rc == (1 if severity == "warning" else 0)
+
+
 # --------------------------------------------------------------------------- cannot plan
 
 

@@ -141,6 +141,10 @@ def _locate(
         if package.source != "registry" or not package.version:
             return Unplanned(package, f"locked as a {package.source} source: its files are "
                              "unknown until it is built", Severity.INFO)  # fmt: skip
+        if any(a.location for a in package.artifacts):  # the lock's own files: no wheel
+            return _nothing_fits(
+                package, platform, any(a.kind == "sdist" for a in package.artifacts)
+            )
         return _from_index(package, platform, options)
     chosen = choose_wheel(located, platform.tags)
     if chosen is None:
