@@ -69,6 +69,8 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
         )
         for n, v in pins
     }
+    torch = {"torch/__init__.py": b"", "torch/lib/libtorch_cuda.so": b"\x7fELF torch"}
+    wheels[("torch", "2.9.1+cu128")] = build_wheel(root / "w", "torch", "2.9.1+cu128", torch)
     for name, lib in (("nvidia-curand-cu12", "curand"), ("nvidia-cufft-cu13", "cufft")):
         files = {"nvidia/__init__.py": b"", f"nvidia/{lib}/lib/lib{lib}.so": name.encode()}
         wheels[(name, "1.0")] = build_wheel(root / "w", name, "1.0", files)
@@ -208,6 +210,19 @@ def test_cuda_wheels_of_two_majors_sharing_identical_bytes(index: Index, tmp_pat
     assert shared["evidence"]["shared_by"] == {
         "nvidia/__init__.py": ["nvidia-cufft-cu13 1.0", "nvidia-curand-cu12 1.0"]
     }
+
+
+def test_a_frameworks_build_from_its_local_version_label(index: Index, tmp_path: Path) -> None:
+    """torch 2.9.1+cu128 (no torch/version.py read: the label says the build) beside a
+    CUDA 13 wheel: the error, its build from the label."""
+    pins = [("torch", "2.9.1+cu128"), ("nvidia-curand-cu12", "1.0"), ("nvidia-cufft-cu13", "1.0")]
+    run, doc = plan(index, index.pylock(pins, tmp_path))
+    assert run.rc == 1
+    (mixed,) = [f for f in doc["findings"] if f["code"] == "lock-cuda-mixed-major"]
+    assert mixed["severity"] == "error"
+    evidence = mixed["evidence"]
+    assert (evidence["build"], evidence["source"]) == ("12.8", "local version label")
+    assert "fix" not in mixed  # a pylock.toml is edited and locked again: no command
 
 
 def test_uv_lock_default_groups_are_planned(index: Index) -> None:
