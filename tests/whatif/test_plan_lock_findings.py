@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -307,6 +308,24 @@ def test_a_bad_lock_is_one_line_exit_2(tmp_path: Path, name: str, text: str, exp
         "plan", "lock", tmp_path / name, "--offline", "--cache-dir", tmp_path / "c"
     )
     one_line_exit_2(run, expected)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_a_locked_path_that_is_no_file_is_refused_unread(tmp_path: Path, kind: str) -> None:
+    """A lock under review may name any path: a FIFO (no writer) or /dev/zero would hang."""
+    target = tmp_path / "x-1.0-py3-none-any.whl"
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "directory":
+        target.mkdir()
+    path = "/dev/zero" if kind == "device" else target.name
+    lock = tmp_path / "pylock.toml"
+    lock.write_text(
+        'lock-version = "1.0"\n[[packages]]\nname = "x"\nversion = "1.0"\n'
+        f'wheels = [{{ path = "{path}", name = "{target.name}" }}]\n'
+    )
+    run = run_libdoctor_inprocess("plan", "lock", lock, "--cache-dir", tmp_path / "c")
+    one_line_exit_2(run, "not a regular file")
 
 
 def test_the_index_answers_404_for_a_pin(index: Index, tmp_path: Path) -> None:
