@@ -297,6 +297,9 @@ def one_line_exit_2(run: LibdoctorRun, expected: str) -> None:
         ("pylock.toml", 'lock-version = "2.0"\n', "unknown lock-version '2.0'"),
         ("pylock.toml", 'lock-version = "1.0"\n[[packages]]\nname = "a"\nwheels = "x"\n',
          "packages[0].wheels is str, expected list"),
+        ("pylock.toml", 'lock-version = "1.0"\n[[packages]]\nname = "a"\nversion = "1"\n'
+         'wheels = [{ url = "http://[::1/a-1-py3-none-any.whl" }]\n',
+         "a 1: the lock's URL 'http://[::1/a-1-py3-none-any.whl' does not parse"),
         ("uv.lock", "version = 7\n", "unknown uv.lock version 7"),
         ("uv.lock", "version = 1\n[[package]]\nname = 3\n", "package[0].name is int"),
         ("requirements.txt", "beta>=1\n", "pins no version"),

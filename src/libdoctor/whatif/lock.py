@@ -123,8 +123,15 @@ def _sha256(hashes: frozenset[str]) -> str | None:
     return next((h.partition(":")[2] for h in sorted(hashes) if h.startswith("sha256:")), None)
 
 
-def _filename(location: str, name: str) -> str:
-    return name or urllib.parse.unquote(urllib.parse.urlsplit(location).path.rpartition("/")[2])
+def _filename(package: LockedPackage, location: str, name: str) -> str:
+    try:  # checked even with a name given: the URL is read next
+        path = urllib.parse.urlsplit(location).path
+    except ValueError:
+        shown = location if len(location) <= 80 else f"{location[:80]}..."
+        raise LibdoctorError(
+            f"{package.display}: the lock's URL {shown!r} does not parse"
+        ) from None
+    return name or urllib.parse.unquote(path.rpartition("/")[2])
 
 
 def _locate(
@@ -133,7 +140,7 @@ def _locate(
     """(file name, URL or path, sha256, whether the index gave it) of the wheel the
     installer would take for PACKAGE on PLATFORM; else why none can be told."""
     located = {
-        _filename(a.location, a.name): a
+        _filename(package, a.location, a.name): a
         for a in package.artifacts
         if a.kind == "wheel" and a.location
     }
