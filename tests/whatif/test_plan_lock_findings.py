@@ -281,6 +281,19 @@ def test_what_cannot_be_told_is_said(
     assert run.rc == (1 if severity == "warning" else 0)
 
 
+def test_several_files_as_pre_commit_passes_them(index: Index, tmp_path: Path) -> None:
+    """Each planned in turn, the worst exit; JSON and SARIF take one file at a time."""
+    clean = index.pylock([("epsilon", "1.0"), ("beta", "1.0")], tmp_path / "clean")
+    bad = index.pylock([("epsilon", "1.0")], tmp_path / "bad")
+    run = run_libdoctor_inprocess(
+        "plan", "lock", clean, bad, "--cache-dir", index.root / "cache"
+    )  # fmt: skip
+    assert run.rc == 1, run.stderr
+    assert run.stdout.count("plan lock ") == 2 and "lock-requirement-unmet" in run.stdout
+    run = run_libdoctor_inprocess("plan", "lock", clean, bad, "--json")
+    one_line_exit_2(run, "plan one FILE at a time")
+
+
 # --------------------------------------------------------------------------- cannot plan
 
 
