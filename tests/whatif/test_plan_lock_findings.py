@@ -6,9 +6,10 @@ and uv do), never to those of an extra it is not installed with. ``lock-path-con
 identical bytes only (info), and ``lock-cuda-mixed-major`` without a framework (warning).
 
 ``alpha`` requires ``beta`` under its extra ``x`` and ``gamma`` under ``y``; ``epsilon``
-requires ``beta>=1,<2``; the project wants ``alpha[x]`` (and ``alpha[y]`` under its own
-extra ``full``). Locks made by real uv against an index on 127.0.0.1, then edited by hand
-to drop a package; pylock.toml files and requirements files of pins.
+requires ``beta>=1,<2``; ``zeta`` requires ``alpha[y]`` (alpha is then installed with y, as
+a resolver takes it); the project wants ``alpha[x]`` (and ``alpha[y]`` under its own extra
+``full``). Locks made by real uv against an index on 127.0.0.1, then edited by hand to drop
+a package; pylock.toml files and requirements files of pins.
 """
 
 from __future__ import annotations
@@ -61,9 +62,10 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
     requires = {
         "alpha": ['beta==1.0; extra == "x"', 'gamma==1.0; extra == "y"'],
         "epsilon": ["beta<2,>=1.0"],
+        "zeta": ["alpha[y]==1.0"],
     }
     pins = [("alpha", "1.0"), ("beta", "1.0"), ("beta", "2.0"), ("gamma", "1.0"),
-            ("epsilon", "1.0")]  # fmt: skip
+            ("epsilon", "1.0"), ("zeta", "1.0")]  # fmt: skip
     wheels = {
         (n, v): build_wheel(
             root / "w", n, v, {f"{n}/__init__.py": v.encode()}, requires=requires.get(n, [])
@@ -153,9 +155,12 @@ def test_uv_lock_the_projects_extra_selects_alpha_y(index: Index, uv_lock: Path)
         (["alpha[x]==1.0", "beta==1.0"], []),
         (["alpha==1.0"], []),
         (["alpha[X]==1.0", "alpha[y]==1.0", "beta==1.0"], ['gamma==1.0; extra == "y"']),
+        (["zeta==1.0", "alpha==1.0"], ['gamma==1.0; extra == "y"']),
+        (["zeta==1.0", "alpha==1.0", "gamma==1.0"], []),
     ],
-    ids=["x-without-beta", "x-with-beta", "no-extra", "extras-of-two-lines"],
-)
+    ids=["x-without-beta", "x-with-beta", "no-extra", "extras-of-two-lines",
+         "y-from-zeta-without-gamma", "y-from-zeta-with-gamma"],
+)  # fmt: skip
 def test_requirements_line_extras(
     index: Index, tmp_path: Path, lines: list[str], expected: list[str]
 ) -> None:
@@ -180,8 +185,9 @@ def test_pylock_records_no_extras_and_raises_no_false_alarm(index: Index, tmp_pa
         ([("epsilon", "1.0")], ["beta<2,>=1.0"], None),
         ([("epsilon", "1.0"), ("beta", "2.0")], ["beta<2,>=1.0"], "2.0"),
         ([("epsilon", "1.0"), ("beta", "1.0")], [], None),
+        ([("zeta", "1.0"), ("alpha", "1.0")], ['gamma==1.0; extra == "y"'], None),
     ],
-    ids=["missing", "another-version", "held"],
+    ids=["missing", "another-version", "held", "an-extra-a-wheel-asks-for"],
 )
 def test_pylock_requirements(
     index: Index, tmp_path: Path, pins: list[tuple[str, str]], expected: list[str],
@@ -193,7 +199,7 @@ def test_pylock_requirements(
     if expected:
         (finding,) = doc["findings"]
         assert finding["evidence"]["locked"] == locked
-        assert finding["distribution"] == {"name": "epsilon", "version": "1.0"}
+        assert finding["distribution"]["name"] == ("alpha" if "gamma" in expected[0] else "epsilon")
 
 
 def test_cuda_wheels_of_two_majors_sharing_identical_bytes(index: Index, tmp_path: Path) -> None:
