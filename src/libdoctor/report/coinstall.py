@@ -81,6 +81,7 @@ def lock_dict(plan: LockPlan) -> dict[str, Any]:
         "created_by": plan.lock.created_by,
         "planned_for": {
             "python": f"{plan.platform.python[0]}.{plan.platform.python[1]}",
+            "python_full_version": plan.platform.markers.get("python_full_version"),
             "platform": plan.platform.platform,
             "tags": list(plan.platform.tags[:3]),
         },
@@ -126,8 +127,13 @@ def render_json(plan: LockPlan, findings: Sequence[Finding]) -> str:
     )
 
 
-def render_sarif(plan: LockPlan, findings: Sequence[Finding], lines: Mapping[str, int]) -> str:
-    """SARIF: every result at the lock file, at LINES' line for the package it names."""
+def render_sarif(
+    plan: LockPlan, findings: Sequence[Finding], lines: Mapping[str, int], root: str | None = None
+) -> str:
+    """SARIF: every result at the lock file, at LINES' line for the package it names. The
+    file's URI is relative to ROOT when the lock lies under it (the working directory: code
+    scanning reads a relative URI from the repository's root, where the action runs), else
+    to the lock's own directory."""
     import json
     import os
 
@@ -135,6 +141,8 @@ def render_sarif(plan: LockPlan, findings: Sequence[Finding], lines: Mapping[str
     from libdoctor.report.json import dumps
 
     directory = os.path.dirname(os.path.abspath(plan.lock.path))
+    if root is not None and not os.path.relpath(directory, root).startswith(os.pardir):
+        directory = os.path.abspath(root)
     doc = json.loads(sarif.render([_without_paths(f) for f in findings], directory,
                                   fallback=os.path.abspath(plan.lock.path)))  # fmt: skip
     for result, finding in zip(doc["runs"][0]["results"], findings, strict=True):

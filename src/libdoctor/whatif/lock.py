@@ -123,8 +123,15 @@ def _sha256(hashes: frozenset[str]) -> str | None:
     return next((h.partition(":")[2] for h in sorted(hashes) if h.startswith("sha256:")), None)
 
 
-def _filename(location: str, name: str) -> str:
-    return name or urllib.parse.unquote(urllib.parse.urlsplit(location).path.rpartition("/")[2])
+def _filename(package: LockedPackage, location: str, name: str) -> str:
+    try:  # checked even with a name given: the URL is read next
+        path = urllib.parse.urlsplit(location).path
+    except ValueError:
+        shown = location if len(location) <= 80 else f"{location[:80]}..."
+        raise LibdoctorError(
+            f"{package.display}: the lock's URL {shown!r} does not parse"
+        ) from None
+    return name or urllib.parse.unquote(path.rpartition("/")[2])
 
 
 def _locate(
@@ -133,7 +140,7 @@ def _locate(
     """(file name, URL or path, sha256, whether the index gave it) of the wheel the
     installer would take for PACKAGE on PLATFORM; else why none can be told."""
     located = {
-        _filename(a.location, a.name): a
+        _filename(package, a.location, a.name): a
         for a in package.artifacts
         if a.kind == "wheel" and a.location
     }
@@ -141,6 +148,10 @@ def _locate(
         if package.source != "registry" or not package.version:
             return Unplanned(package, f"locked as a {package.source} source: its files are "
                              "unknown until it is built", Severity.INFO)  # fmt: skip
+        if any(a.location for a in package.artifacts):  # the lock's own files: no wheel
+            return _nothing_fits(
+                package, platform, any(a.kind == "sdist" for a in package.artifacts)
+            )
         return _from_index(package, platform, options)
     chosen = choose_wheel(located, platform.tags)
     if chosen is None:
@@ -175,9 +186,17 @@ def _from_index(
     if mine is None:
         why = "a pin without a locked URL, and its release is not in the cache (--offline)"
         return Unplanned(package, why, Severity.WARNING)
+    if not mine:
+        why = "the index lists no file of this release: an install of the lock fails here"
+        return Unplanned(package, why, Severity.WARNING)
     hashes = {h.partition(":")[2] for h in package.hashes if h.startswith("sha256:")}
     if hashes:
-        mine = tuple(f for f in mine if f.sha256 in hashes)
+        mine = tuple(f for f in mine if f.sha256 is None or f.sha256 in hashes)
+        if not mine:
+            raise LibdoctorError(
+                f"{package.display}: none of the lock's sha256 hashes is one the index lists "
+                "for this release"
+            )
     wheels = {f.filename: f for f in mine if f.filename.endswith(".whl")}
     chosen = choose_wheel(wheels, platform.tags)
     if chosen is None:
@@ -289,7 +308,7 @@ def _findings(
     found = path_conflicts(env, fix)
     found += cuda_majors(env, _frameworks(env, wheels), fix)
     held = [*selection.required, *selection.optional]
-    found += unmet_requirements(env, held, platform.markers)
+    found += unmet_requirements(env, held, platform.markers, selection.extras)
     found += [_cannot_tell(u) for u in unplanned]
     return found
 
