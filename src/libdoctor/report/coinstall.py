@@ -104,8 +104,22 @@ def lock_dict(plan: LockPlan) -> dict[str, Any]:
             {"name": e.package.name, "version": e.package.version, "why": e.why}
             for e in selection.excluded
         ],
+        "extensions": _extensions(plan),
         "synced_with": selection.chosen or None,
         "notes": [*plan.lock.notes, *selection.notes],
+    }
+
+
+def _extensions(plan: LockPlan) -> dict[str, int]:
+    """What reading the extension modules' dynamic sections cost (in the totals too)."""
+    linkage = plan.linkage
+    if linkage is None:
+        return {"read": 0, "not_read": 0, "fetched": 0, "requests": 0}
+    return {
+        "read": len(linkage.extensions),
+        "not_read": len(linkage.unread),
+        "fetched": linkage.fetched,
+        "requests": linkage.requests,
     }
 
 

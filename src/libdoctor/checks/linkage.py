@@ -1,0 +1,248 @@
+"""Whether the environment-to-be gives each locked extension module the libraries it needs:
+``lock-unresolved-library`` of ``plan lock``.
+
+The input is the model of the environment-to-be (every locked wheel placed where the
+installer puts it) and each extension's DT_NEEDED, DT_RPATH and DT_RUNPATH, read from the
+locked wheels (``whatif.linkage``). Pure: nothing is read here.
+
+A needed soname is given when, in this order:
+- the wheel's platform tag promises it from the system (``environment.wheelpolicy``:
+  auditwheel's policy of its manylinux or musllinux family), or it is the NVIDIA driver's
+  (``checks.libraries.is_driver_library``) or the interpreter's (``libpython``);
+- a locked wheel installs a file of that name in a directory of the extension's search path
+  as glibc searches it for a module Python dlopens: its DT_RUNPATH, else its DT_RPATH, with
+  ``$ORIGIN`` the module's directory in the environment-to-be.
+
+Zero false alarms come first, so these are never an error:
+- a locked wheel ships the name elsewhere (the framework's own loader, torch's preload, a
+  runtime loader such as cuda-pathfinder's, or a module imported before may load it by
+  path first, and the loader then takes it by its soname): nothing is said;
+- the search path leaves the environment (an absolute directory, ``$LIB``, the working
+  directory), or the name is a CUDA toolkit library a machine may have installed (CuPy's
+  wheels take the toolkit from the system): ``lock-cannot-tell``, info;
+- a ``linux_*`` wheel, which promises nothing about the system: not judged.
+What is left is an error, one per distribution and soname, naming its modules.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from libdoctor.checks.libraries import is_driver_library
+from libdoctor.environment.distributions import Distribution
+from libdoctor.environment.model import Environment
+from libdoctor.environment.wheelpolicy import system_libraries
+from libdoctor.findings import DistRef, Finding, Severity
+
+__all__ = ["LockedExtension", "UnreadExtension", "unread_extensions", "unresolved_libraries"]
+
+# The CUDA toolkit's libraries (cudart, cuBLAS, cuDNN, NCCL, NVRTC, ...), which a wheel may
+# expect from a toolkit installed on the machine rather than from NVIDIA's wheels.
+_CUDA_TOOLKIT = re.compile(
+    r"^lib(cu[A-Za-z]+|nv[A-Za-z]+|nccl|npp[a-z]*|cudnn[a-z_]*|cutensor[A-Za-z]*|nvToolsExt)"
+    r"(\.so|-)"
+)
+_INTERPRETER = re.compile(r"^libpython\d")
+
+
+@dataclass(frozen=True, slots=True)
+class LockedExtension:
+    """An extension module of a locked wheel, and what its dynamic section asks."""
+
+    dist: str  # the key of its distribution in the environment-to-be
+    wheel: str  # the wheel's file name
+    path: str  # where it is installed in the environment-to-be
+    needed: tuple[str, ...]  # DT_NEEDED, in order
+    rpath: str | None
+    runpath: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadExtension:
+    """An extension module whose dynamic section was not read, and why."""
+
+    dist: str
+    wheel: str
+    path: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Gap:
+    """A soname no locked wheel gives an extension on its search path."""
+
+    extension: LockedExtension
+    soname: str
+    searched: tuple[str, ...]  # the directories tried, in order
+    doubt: str | None  # why it may be given all the same; None: it is not
+
+
+def unresolved_libraries(env: Environment, extensions: Sequence[LockedExtension]) -> list[Finding]:
+    """One error per distribution and soname its modules need that nothing gives; one info
+    where something outside the lock may (a toolkit on the machine, a path outside it)."""
+    shipped = _shipped(env.claims)
+    gaps: dict[tuple[str, str, bool], list[_Gap]] = {}
+    for extension in extensions:
+        for gap in _gaps(env, extension, shipped):
+            gaps.setdefault((extension.dist, gap.soname, gap.doubt is None), []).append(gap)
+    dists = {d.key: d for d in env.distributions}
+    return [
+        _finding(env, dists[dist], found)
+        for (dist, _, _), found in sorted(gaps.items())
+        if dist in dists
+    ]
+
+
+def unread_extensions(env: Environment, unread: Sequence[UnreadExtension]) -> list[Finding]:
+    """One info per distribution whose extension modules could not all be read."""
+    by_dist: dict[str, list[UnreadExtension]] = {}
+    for item in unread:
+        by_dist.setdefault(item.dist, []).append(item)
+    dists = {d.key: d for d in env.distributions}
+    findings = []
+    for key, items in sorted(by_dist.items()):
+        dist = dists.get(key)
+        if dist is None:
+            continue
+        first = items[0]
+        more = f" and {len(items) - 1} more" if len(items) > 1 else ""
+        findings.append(Finding(
+            "lock-cannot-tell", Severity.INFO,
+            f"{dist.display}: the libraries {_site_path(env, first.path)}{more} needs were "
+            f"not checked: {first.why}.",
+            DistRef(dist.name, dist.version), (_site_path(env, first.path),),
+            evidence={"wheel": first.wheel, "not_read": [
+                {"extension": _site_path(env, i.path), "why": i.why} for i in items]},
+        ))  # fmt: skip
+    return findings
+
+
+# --------------------------------------------------------------------------- resolving
+
+
+def _shipped(paths: Iterable[str]) -> dict[str, list[str]]:
+    """File name -> the locked wheels' paths of that name."""
+    shipped: dict[str, list[str]] = {}
+    for path in paths:
+        shipped.setdefault(os.path.basename(path), []).append(path)
+    return shipped
+
+
+def _gaps(
+    env: Environment, extension: LockedExtension, shipped: dict[str, list[str]]
+) -> list[_Gap]:
+    system = system_libraries(_platform_tag(extension.wheel))
+    if system is None:
+        return []
+    searched, outside = _search_path(env, extension)
+    gaps = []
+    for soname in dict.fromkeys(extension.needed):
+        if "/" in soname or soname in system or _given_anyway(soname):
+            continue
+        if any(os.path.join(d, soname) in env.claims for d in searched):
+            continue
+        if _shipped_elsewhere(soname, shipped):
+            continue  # may be loaded by path first: never an error (module docstring)
+        doubt = None
+        if outside:
+            doubt = f"its search path leaves the environment ({', '.join(outside)})"
+        elif _CUDA_TOOLKIT.match(soname):
+            doubt = "a CUDA toolkit library, which may be installed on the machine"
+        gaps.append(_Gap(extension, soname, searched, doubt))
+    return gaps
+
+
+def _given_anyway(soname: str) -> bool:
+    return is_driver_library(soname) or _INTERPRETER.match(soname) is not None
+
+
+def _shipped_elsewhere(soname: str, shipped: dict[str, list[str]]) -> bool:
+    """A locked wheel ships SONAME, or a file named for it with more version (``.so.1.2``)."""
+    return soname in shipped or any(name.startswith(soname + ".") for name in shipped)
+
+
+def _search_path(env: Environment, extension: LockedExtension) -> tuple[tuple[str, ...], list[str]]:
+    """The extension's own directories, as the loader expands them for a dlopened module:
+    DT_RUNPATH if it has one, else DT_RPATH; and the elements that leave the environment."""
+    raw = extension.runpath if extension.runpath is not None else extension.rpath
+    origin = os.path.dirname(extension.path)
+    prefix = env.target.prefix.rstrip("/") + "/"
+    dirs: list[str] = []
+    outside: list[str] = []
+    for element in (raw or "").split(":") if raw else ():
+        if not element or "$LIB" in element or "${LIB}" in element or "PLATFORM" in element:
+            outside.append(element or "(the working directory)")
+            continue
+        value = element.replace("${ORIGIN}", "$ORIGIN").replace("$ORIGIN", origin)
+        if "$" in value or not value.startswith("/"):
+            outside.append(element)
+            continue
+        directory = os.path.normpath(value)
+        if not (directory + "/").startswith(prefix):
+            outside.append(element)
+        elif directory not in dirs:
+            dirs.append(directory)
+    return tuple(dirs), outside
+
+
+def _platform_tag(wheel: str) -> str:
+    """The platform tag part of a wheel's file name (``manylinux_2_17_x86_64.manylinux2014...``)."""
+    return wheel.removesuffix(".whl").rpartition("-")[2]
+
+
+# --------------------------------------------------------------------------- the finding
+
+
+def _site_path(env: Environment, path: str) -> str:
+    for site in env.target.site_packages:
+        if path.startswith(site.rstrip("/") + "/"):
+            return path[len(site.rstrip("/")) + 1 :]
+    return path
+
+
+def _searched(env: Environment, gap: _Gap) -> str:
+    extension = gap.extension
+    kind, raw = ("RUNPATH", extension.runpath) if extension.runpath is not None else (
+        "RPATH", extension.rpath)  # fmt: skip
+    if not raw:
+        return "it has no RPATH or RUNPATH"
+    dirs = ", ".join(_site_path(env, d) for d in gap.searched)
+    return f"its {kind} {raw} is {dirs}" if dirs else f"its {kind} is {raw}"
+
+
+def _finding(env: Environment, dist: Distribution, gaps: Sequence[_Gap]) -> Finding:
+    first = gaps[0]
+    soname = first.soname
+    module = _site_path(env, first.extension.path)
+    more = f" and {len(gaps) - 1} more of its modules" if len(gaps) > 1 else ""
+    need = "need" if more else "needs"
+    evidence = {
+        "wheel": first.extension.wheel,
+        "library": soname,
+        "needed_by": [
+            {
+                "extension": _site_path(env, g.extension.path),
+                "rpath": g.extension.rpath,
+                "runpath": g.extension.runpath,
+                "searched": [_site_path(env, d) for d in g.searched],
+            }
+            for g in gaps
+        ],
+    }
+    ref = DistRef(dist.name, dist.version)
+    paths = tuple(_site_path(env, g.extension.path) for g in gaps)
+    if first.doubt is not None:
+        message = (
+            f"{dist.display}: {module}{more} {need} {soname}, which no locked wheel ships; "
+            f"{first.doubt}, so whether it loads cannot be told."
+        )
+        return Finding("lock-cannot-tell", Severity.INFO, message, ref, paths, evidence)
+    message = (
+        f"{dist.display}: {module}{more} {need} {soname}, which no locked wheel ships and "
+        f"the system libraries of its platform tag do not include ({_searched(env, first)}). "
+        "Its import fails in the environment this lock installs."
+    )
+    return Finding("lock-unresolved-library", Severity.ERROR, message, ref, paths, evidence)

@@ -1,0 +1,68 @@
+"""The system libraries a manylinux or musllinux wheel may need without shipping them.
+
+The lists are auditwheel's (``src/auditwheel/policy/manylinux-policy.json`` and
+``musllinux-policy.json``, their ``lib_whitelist`` entries; auditwheel is MIT-licensed,
+Copyright (c) 2016 Robert T. McGibbon): the libraries every system of the policy provides,
+which auditwheel leaves out of a repaired wheel. Only the sonames are kept, per policy.
+
+A wheel's libraries are judged against its family's whole list (every manylinux policy's
+names for a manylinux wheel): a system new enough to install a newer wheel of the family has
+them too, and a library older policies leave out (``libexpat.so.1`` before manylinux2010,
+``libmvec.so.1`` before manylinux_2_24) is still there on the machine that installs an old
+wheel today. A ``linux_*`` wheel promises nothing: it is not judged (None).
+"""
+
+from __future__ import annotations
+
+__all__ = ["POLICIES", "system_libraries"]
+
+_MANYLINUX_2_5 = (
+    "libGL.so.1", "libICE.so.6", "libSM.so.6", "libX11.so.6", "libXext.so.6",
+    "libXrender.so.1", "libanl.so.1", "libatomic.so.1", "libc.so.6", "libdl.so.2",
+    "libgcc_s.so.1", "libglib-2.0.so.0", "libgobject-2.0.so.0", "libgthread-2.0.so.0",
+    "libm.so.6", "libnsl.so.1", "libpthread.so.0", "libresolv.so.2", "librt.so.1",
+    "libstdc++.so.6", "libutil.so.1", "libz.so.1",
+)  # fmt: skip
+_MANYLINUX_2_12 = (*_MANYLINUX_2_5, "libexpat.so.1")
+_MANYLINUX_2_24 = (*_MANYLINUX_2_12, "libmvec.so.1")
+_MUSLLINUX = ("libc.so", "libz.so.1")
+
+POLICIES: dict[str, tuple[str, ...]] = {
+    "manylinux_2_5": _MANYLINUX_2_5,  # manylinux1
+    "manylinux_2_12": _MANYLINUX_2_12,  # manylinux2010
+    "manylinux_2_17": _MANYLINUX_2_12,  # manylinux2014
+    # 2_24 to 2_41 (the newest auditwheel knows) hold the same names
+    "manylinux_2_24": _MANYLINUX_2_24,
+    "musllinux_1_1": _MUSLLINUX,
+    "musllinux_1_2": _MUSLLINUX,
+}
+
+# The loaders themselves: an object may name the program interpreter as DT_NEEDED (glibc's
+# own libraries do), and it is always loaded first.
+_LOADERS = (
+    "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1", "ld-linux.so.2", "ld-linux-armhf.so.3",
+    "ld64.so.2", "ld64.so.1", "ld-linux-riscv64-lp64d.so.1",
+)  # fmt: skip
+_MUSL_LOADERS = (
+    "ld-musl-x86_64.so.1", "ld-musl-aarch64.so.1", "ld-musl-i386.so.1", "ld-musl-armhf.so.1",
+    "ld-musl-ppc64le.so.1", "ld-musl-s390x.so.1", "ld-musl-riscv64.so.1",
+)  # fmt: skip
+_FAMILIES = {
+    "manylinux": frozenset(name for key, names in POLICIES.items()
+                           if key.startswith("manylinux") for name in names) | set(_LOADERS),
+    "musllinux": frozenset(_MUSLLINUX) | set(_MUSL_LOADERS),
+}  # fmt: skip
+_LEGACY = ("manylinux1", "manylinux2010", "manylinux2014")
+
+
+def system_libraries(platform_tag: str) -> frozenset[str] | None:
+    """The sonames a wheel of PLATFORM_TAG (one wheel platform tag, or several joined by
+    ``.``) may take from the system; None when no tag is of a policy (``linux_x86_64``)."""
+    names: set[str] = set()
+    judged = False
+    for tag in platform_tag.split("."):
+        family = "musllinux" if tag.startswith("musllinux_") else "manylinux"
+        if tag.startswith(("manylinux_", "musllinux_", *_LEGACY)):
+            names |= _FAMILIES[family]
+            judged = True
+    return frozenset(names) if judged else None
