@@ -183,9 +183,16 @@ def test_hostile_members_are_an_info_and_bounded(
     monkeypatch.setattr("libdoctor.whatif.linkage.MEMBER_CAP", 200_000)
     run, doc = plan(index, pylock(index, ["hostile"], tmp_path), tmp_path / "cache")
     assert run.rc == 0, run.stderr
-    [finding] = doc["findings"]
+    [finding] = doc["findings"]  # the one that is no ELF; the one over the cap is counted
     assert (finding["code"], finding["severity"]) == ("lock-cannot-tell", "info")
-    why = {i["extension"]: i["why"] for i in finding["evidence"]["not_read"]}
+    assert finding["paths"] == ["hostile/_text.abi3.so"]
+    assert "not an ELF file" in finding["evidence"]["not_read"][0]["why"]
+    why = {i["extension"]: i["why"] for i in doc["lock"]["extensions"]["not_read"]}
     assert "not an ELF file" in why["hostile/_text.abi3.so"]
     assert "MEMBER_CAP" in why["hostile/_big.abi3.so"]
     assert doc["lock"]["extensions"]["fetched"] < 64 * 1024 + 2000
+    text = run_libdoctor_inprocess("plan", "lock", tmp_path / "pylock.toml",
+                                   "--cache-dir", tmp_path / "cache").stdout  # fmt: skip
+    assert "0 extension modules read for the libraries they need, 1 not (over the read caps" in (
+        text
+    ), text

@@ -68,6 +68,7 @@ class UnreadExtension:
     wheel: str
     path: str
     why: str
+    capped: bool = False  # left out by the read caps (a summary line, not a finding)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +98,11 @@ def unresolved_libraries(env: Environment, extensions: Sequence[LockedExtension]
 
 
 def unread_extensions(env: Environment, unread: Sequence[UnreadExtension]) -> list[Finding]:
-    """One info per distribution whose extension modules could not all be read."""
+    """One info per distribution with extension modules that could not be read (not an
+    ELF object, a compression zip does not know); those the read caps left out are counted
+    in the plan's summary instead."""
     by_dist: dict[str, list[UnreadExtension]] = {}
-    for item in unread:
+    for item in (u for u in unread if not u.capped):
         by_dist.setdefault(item.dist, []).append(item)
     dists = {d.key: d for d in env.distributions}
     findings = []
@@ -111,8 +114,8 @@ def unread_extensions(env: Environment, unread: Sequence[UnreadExtension]) -> li
         more = f" and {len(items) - 1} more" if len(items) > 1 else ""
         findings.append(Finding(
             "lock-cannot-tell", Severity.INFO,
-            f"{dist.display}: the libraries {_site_path(env, first.path)}{more} needs were "
-            f"not checked: {first.why}.",
+            f"{dist.display}: which libraries {_site_path(env, first.path)}{more} need "
+            f"cannot be told: {first.why}.",
             DistRef(dist.name, dist.version), (_site_path(env, first.path),),
             evidence={"wheel": first.wheel, "not_read": [
                 {"extension": _site_path(env, i.path), "why": i.why} for i in items]},

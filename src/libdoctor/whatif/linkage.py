@@ -9,10 +9,12 @@ dynamic array and the string table it points into (``environment.member.MemberVi
 Which members: Python extension modules only, the files importlib would load as such and a
 library is not named like (``*.cpython-311-x86_64-linux-gnu.so``, ``*.abi3.so``, and a
 plain ``*.so`` whose name does not start with ``lib``); never a package's big libraries
-(``torch/lib/libtorch_cpu.so``). What it may cost is bounded, and a bound passed is an info
-(``lock-cannot-tell``), never an error: a module over ``MEMBER_CAP`` bytes is not read, nor
-are more modules, smallest first, than ``PLAN_SHARE`` of the wheels' bytes allow (at least
-``PLAN_FLOOR``); one module's compressed bytes fetched stop at ``MEMBER_CAP``.
+(``torch/lib/libtorch_cpu.so``). What it may cost is bounded, and a bound passed is never an
+error: a module over ``MEMBER_CAP`` bytes is not read, nor are more modules, smallest first,
+than ``PLAN_SHARE`` of the wheels' bytes allow (at least ``PLAN_FLOOR``); the plan counts
+them (``--json`` lists them). A module that is no ELF object is an info (``lock-cannot-tell``).
+The modules chosen are fetched whole, near ones in one request (their dynamic sections lie
+near their ends), and inflated only as far as the parser reads.
 
 What was read is kept in the wheel-index cache beside the wheel's file list (``save_note``,
 keyed by the wheel's sha256): a warm plan asks nothing of the network.
@@ -30,7 +32,7 @@ from typing import Any, BinaryIO
 
 from libdoctor.checks.linkage import LockedExtension, UnreadExtension
 from libdoctor.elf.dynamic import ElfFormatError, parse_elf_at
-from libdoctor.environment.member import FIRST, MemberError, MemberView
+from libdoctor.environment.member import MemberError, MemberView
 from libdoctor.environment.model import Environment
 from libdoctor.environment.record import RecordEntry
 from libdoctor.environment.remote import RemoteMembers, cached_note, save_note
@@ -39,8 +41,8 @@ from libdoctor.whatif.threads import WORKERS, each
 __all__ = ["MEMBER_CAP", "PLAN_FLOOR", "PLAN_SHARE", "Linkage", "WheelSource", "read_linkage"]
 
 MEMBER_CAP = 32 << 20  # bytes (uncompressed, and compressed fetched) of one module at most
-PLAN_SHARE = 50  # the modules read: at most 1/50 of the locked wheels' bytes (uncompressed)
-PLAN_FLOOR = 16 << 20  # ... and at least this many, for a small lock
+PLAN_SHARE = 100  # the modules read: at most 1/100 of the locked wheels' bytes (uncompressed)
+PLAN_FLOOR = 4 << 20  # ... and at least this many, for a small lock
 _NOTE = "dynamic-1"  # the cache note's key: its format
 _TAGGED = re.compile(r"\.(cpython-\d+[a-z]*-[^./]+|abi3|pypy\d+-pp\d+-[^./]+)\.so$")
 
@@ -69,7 +71,7 @@ class Linkage:
 class _Wanted:
     wheel: WheelSource
     members: tuple[RecordEntry, ...]  # to read
-    over: tuple[tuple[RecordEntry, str], ...]  # not to read, and why
+    over: tuple[tuple[RecordEntry, str], ...]  # left out by the caps, and why
 
 
 def extension_members(members: Sequence[RecordEntry]) -> tuple[RecordEntry, ...]:
@@ -170,7 +172,7 @@ def _read_wheel(
             extensions.append(_extension(wheel, path, item))
     for entry, why in wanted.over:
         path = os.path.normpath(os.path.join(site, *entry.path.split("/")))
-        unread.append(UnreadExtension(wheel.dist, wheel.filename, path, why))
+        unread.append(UnreadExtension(wheel.dist, wheel.filename, path, why, capped=True))
     return extensions, unread, fetched, requests
 
 
@@ -192,7 +194,9 @@ def _read_members(
     remote = RemoteMembers(wheel.url, credentials)
     try:
         infos = [(e, remote.info(e.path)) for e in entries]
-        remote.prefetch([i for _, i in infos if i is not None], FIRST)
+        # whole members, near ones in one request: the dynamic section is near the end
+        within = [i for _, i in infos if i is not None and i.compress_size <= MEMBER_CAP]
+        remote.prefetch(within, MEMBER_CAP)
         got = {e.path: _parse(i, remote.fetch) for e, i in infos}
         return got, remote.fetched, remote.requests
     finally:
