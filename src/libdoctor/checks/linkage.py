@@ -8,7 +8,7 @@ locked wheels (``whatif.linkage``). Pure: nothing is read here.
 A needed soname is given when, in this order:
 - the wheel's platform tag promises it from the system (``environment.wheelpolicy``:
   auditwheel's policy of its manylinux or musllinux family), or it is the NVIDIA driver's
-  (``checks.libraries.is_driver_library``) or the interpreter's (``libpython``);
+  (``wheelpolicy.is_driver_library``) or the interpreter's (``libpython``);
 - a locked wheel installs a file of that name in a directory of the extension's search path
   as glibc searches it for a module Python dlopens: its DT_RUNPATH, else its DT_RPATH, with
   ``$ORIGIN`` the module's directory in the environment-to-be.
@@ -31,10 +31,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from libdoctor.checks.libraries import is_driver_library
 from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.model import Environment
-from libdoctor.environment.wheelpolicy import system_libraries
+from libdoctor.environment.wheelpolicy import is_driver_library, system_libraries
 from libdoctor.findings import DistRef, Finding, Severity
 
 __all__ = ["LockedExtension", "UnreadExtension", "unread_extensions", "unresolved_libraries"]
@@ -126,17 +125,12 @@ def unread_extensions(env: Environment, unread: Sequence[UnreadExtension]) -> li
 # --------------------------------------------------------------------------- resolving
 
 
-def _shipped(paths: Iterable[str]) -> dict[str, list[str]]:
-    """File name -> the locked wheels' paths of that name."""
-    shipped: dict[str, list[str]] = {}
-    for path in paths:
-        shipped.setdefault(os.path.basename(path), []).append(path)
-    return shipped
+def _shipped(paths: Iterable[str]) -> set[str]:
+    """The file names the locked wheels install."""
+    return {path.rpartition("/")[2] for path in paths}
 
 
-def _gaps(
-    env: Environment, extension: LockedExtension, shipped: dict[str, list[str]]
-) -> list[_Gap]:
+def _gaps(env: Environment, extension: LockedExtension, shipped: set[str]) -> list[_Gap]:
     system = system_libraries(_platform_tag(extension.wheel))
     if system is None:
         return []
@@ -162,7 +156,7 @@ def _given_anyway(soname: str) -> bool:
     return is_driver_library(soname) or _INTERPRETER.match(soname) is not None
 
 
-def _shipped_elsewhere(soname: str, shipped: dict[str, list[str]]) -> bool:
+def _shipped_elsewhere(soname: str, shipped: set[str]) -> bool:
     """A locked wheel ships SONAME, or a file named for it with more version (``.so.1.2``)."""
     return soname in shipped or any(name.startswith(soname + ".") for name in shipped)
 

@@ -9,7 +9,10 @@ a full download instead, streamed through the cache and checked against the inde
 
 What was read is kept in the user cache by the wheel's sha256
 (``<cache>/wheel-index/<sha256>.json``): planning the same wheel again asks nothing of the
-network. urllib only: proxies (``*_proxy``, ``no_proxy``) and certificates (``SSL_CERT_FILE``)
+network. What else is read of a wheel (``RemoteMembers``: a few members in part, such as its
+extension modules' dynamic sections) is kept beside it (``save_note``: ``<sha256>.<key>.json``).
+
+urllib only: proxies (``*_proxy``, ``no_proxy``) and certificates (``SSL_CERT_FILE``)
 as urllib takes them by default; credentials from the URL's userinfo, or from an index URL on
 the same host (pip's report names files without them), sent as basic auth and never along a
 redirect. Every failure is one ``LibdoctorError`` line.
@@ -723,36 +726,40 @@ def _save(
         pass
 
 
-def cached_note(cache_dir: str | None, sha256: str | None, key: str) -> Any:
-    """What ``save_note`` kept under KEY beside the wheel of this SHA256; None if nothing."""
+def _note_file(cache_dir: str | None, sha256: str | None, key: str) -> str | None:
     file = _cache_file(cache_dir, sha256)
+    if file is None or not re.fullmatch(r"[a-z0-9-]+", key):
+        return None
+    return f"{file.removesuffix('.json')}.{key}.json"
+
+
+def cached_note(cache_dir: str | None, sha256: str | None, key: str) -> Any:
+    """What ``save_note`` kept under KEY for the wheel of this SHA256; None if nothing."""
+    file = _note_file(cache_dir, sha256, key)
     if file is None:
         return None
     try:
         with open(file, encoding="utf-8") as handle:
             doc = json.load(handle)
-        return doc.get("notes", {}).get(key) if doc.get("format") == _FORMAT else None
+        return doc.get("note") if doc.get("format") == _FORMAT else None
     except (OSError, ValueError, AttributeError):
         return None
 
 
 def save_note(cache_dir: str | None, sha256: str | None, key: str, value: Any) -> None:
-    """Keep VALUE (JSON) under KEY in the cache file of the wheel of this SHA256, read before
-    (best effort, as ``_save``; a wheel read again drops its notes, to be read again too)."""
-    file = _cache_file(cache_dir, sha256)
+    """Keep VALUE (JSON) under KEY beside the cache file of the wheel of this SHA256
+    (``<sha256>.<key>.json``: a wheel's bytes never change, so neither does what was read
+    of them). Best effort, as ``_save``."""
+    file = _note_file(cache_dir, sha256, key)
     if file is None:
         return
     try:
-        with open(file, encoding="utf-8") as handle:
-            doc = json.load(handle)
-        if not isinstance(doc, dict) or doc.get("format") != _FORMAT:
-            return
-        doc.setdefault("notes", {})[key] = value
+        os.makedirs(os.path.dirname(file), exist_ok=True)
         fd, temp = tempfile.mkstemp(dir=os.path.dirname(file), suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(doc, out, separators=(",", ":"))
+            json.dump({"format": _FORMAT, "note": value}, out, separators=(",", ":"))
         os.replace(temp, file)
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, TypeError):
         pass
 
 

@@ -9,12 +9,21 @@ A wheel's libraries are judged against its family's whole list (every manylinux 
 names for a manylinux wheel): a system new enough to install a newer wheel of the family has
 them too, and a library older policies leave out (``libexpat.so.1`` before manylinux2010,
 ``libmvec.so.1`` before manylinux_2_24) is still there on the machine that installs an old
-wheel today. A ``linux_*`` wheel promises nothing: it is not judged (None).
+wheel today. A ``linux_*`` wheel promises nothing: it is not judged (None). The NVIDIA
+driver's libraries come with the driver, never from pip (``is_driver_library``).
 """
 
 from __future__ import annotations
 
-__all__ = ["POLICIES", "system_libraries"]
+import os
+import re
+
+__all__ = ["DRIVER_LIBRARY", "POLICIES", "is_driver_library", "system_libraries"]
+
+# Libraries the NVIDIA driver installs on the host; pip never provides them.
+DRIVER_LIBRARY = re.compile(
+    r"^lib(cuda|nvidia-[\w.+-]+|nvcuvid|nvoptix|cudadebugger|nvidia)\.so(\.[0-9.]+)?$"
+)
 
 _MANYLINUX_2_5 = (
     "libGL.so.1", "libICE.so.6", "libSM.so.6", "libX11.so.6", "libXext.so.6",
@@ -66,3 +75,7 @@ def system_libraries(platform_tag: str) -> frozenset[str] | None:
             names |= _FAMILIES[family]
             judged = True
     return frozenset(names) if judged else None
+
+
+def is_driver_library(name: str) -> bool:
+    return DRIVER_LIBRARY.match(os.path.basename(name)) is not None

@@ -11,7 +11,8 @@ library is not named like (``*.cpython-311-x86_64-linux-gnu.so``, ``*.abi3.so``,
 plain ``*.so`` whose name does not start with ``lib``); never a package's big libraries
 (``torch/lib/libtorch_cpu.so``). What it may cost is bounded, and a bound passed is never an
 error: a module over ``MEMBER_CAP`` bytes is not read, nor are more modules, smallest first,
-than ``PLAN_SHARE`` of the wheels' bytes allow (at least ``PLAN_FLOOR``); the plan counts
+than ``PLAN_SHARE`` of the wheels' bytes allow (at least ``PLAN_FLOOR``; each wheel's smallest
+first, round by round across the wheels); the plan counts
 them (``--json`` lists them). A module that is no ELF object is an info (``lock-cannot-tell``).
 The modules chosen are fetched whole, near ones in one request (their dynamic sections lie
 near their ends), and inflated only as far as the parser reads.
@@ -111,13 +112,21 @@ def read_linkage(
 
 
 def _within_caps(wheels: Sequence[WheelSource]) -> list[_Wanted]:
-    """Which modules to read: under ``MEMBER_CAP`` each, smallest first within the plan's
-    share. The same choice warm or cold, so the findings are too."""
-    candidates = [(e, w) for w in wheels for e in extension_members(w.members)]
+    """Which modules to read: under ``MEMBER_CAP`` each, within the plan's share, in rounds
+    (every wheel's smallest module, then every wheel's next one, ...), so that each wheel
+    with extension modules has some read. The same choice warm or cold, so the findings
+    are too."""
+    candidates = [
+        (rank, entry.size or 0, entry.path, entry, wheel)
+        for wheel in wheels
+        for rank, entry in enumerate(
+            sorted(extension_members(wheel.members), key=lambda e: (e.size or 0, e.path))
+        )
+    ]
     left = max(sum(w.size for w in wheels) // PLAN_SHARE, PLAN_FLOOR)
     chosen: dict[str, list[RecordEntry]] = {}
     over: dict[str, list[tuple[RecordEntry, str]]] = {}
-    for entry, wheel in sorted(candidates, key=lambda c: (c[0].size or 0, c[0].path)):
+    for _, _, _, entry, wheel in sorted(candidates, key=lambda c: c[:3]):
         size = entry.size or 0
         if size > MEMBER_CAP:
             why = f"{size:,} bytes, over the {MEMBER_CAP:,} one module is read to (MEMBER_CAP)"
