@@ -6,7 +6,8 @@ environment-to-be.
   from pylock.toml, a uv.lock made by real uv, and a requirements file of pins.
 - ``user`` needs ``libbar.so.1`` on its RUNPATH ``$ORIGIN/../barlib.libs``, which the locked
   ``barlib`` installs there; ``system`` needs only ``libm.so.6``/``libc.so.6`` (the manylinux
-  policy's): clean.
+  policy's) and ``libxkbcommon.so.0`` (a desktop's, as PySide6's modules do): clean.
+- ``nopath`` needs ``libfoo.so.1`` with no RPATH: from the system, which may have it: info.
 - ``hostile`` ships a module that is no ELF and one over the read cap: an info, no traceback.
 """
 
@@ -31,7 +32,7 @@ TAG = "py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64"
 MODULE = "missing/_core.cpython-311-x86_64-linux-gnu.so"
 VERSIONS = {
     "missing": "1.0", "user": "1.0", "barlib": "2.0", "system": "1.0", "hostile": "1.0",
-    "offpath": "1.0",
+    "offpath": "1.0", "nopath": "1.0",
 }  # fmt: skip
 
 
@@ -63,8 +64,9 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
     core = _so(build, "core.so", needed=["libfoo.so.1", "libc.so.6"], rpath="$ORIGIN")
     user = _so(build, "user.so", needed=["libbar.so.1"], runpath="$ORIGIN/../barlib.libs")
     bar = _so(build, "libbar.so.1", soname="libbar.so.1", needed=["libc.so.6"])
-    system = _so(build, "system.so", needed=["libm.so.6", "libc.so.6"])
+    system = _so(build, "system.so", needed=["libm.so.6", "libc.so.6", "libxkbcommon.so.0"])
     offpath = _so(build, "offpath.so", needed=["libbar.so.1"])
+    nopath = _so(build, "nopath.so", needed=["libfoo.so.1"])
     wheels = {
         "missing": build_wheel(dest, "missing", "1.0",
                                {"missing/__init__.py": b"", MODULE: core}, tag=TAG),
@@ -73,6 +75,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
         "barlib": build_wheel(dest, "barlib", "2.0", {"barlib.libs/libbar.so.1": bar}, tag=TAG),
         "system": build_wheel(dest, "system", "1.0", {"system/_m.abi3.so": system}, tag=TAG),
         "offpath": build_wheel(dest, "offpath", "1.0", {"offpath/_o.abi3.so": offpath}, tag=TAG),
+        "nopath": build_wheel(dest, "nopath", "1.0", {"nopath/_n.abi3.so": nopath}, tag=TAG),
         "hostile": build_wheel(dest, "hostile", "1.0", {
             "hostile/_text.abi3.so": b"not an ELF file " * 64,
             "hostile/_big.abi3.so": system + bytes(300_000),
@@ -175,6 +178,16 @@ def test_a_library_shipped_off_the_search_path_is_no_error(index: Index, tmp_pat
     unresolved = doc["findings"][1]
     assert unresolved["evidence"]["needed_by"][0]["searched"] == ["barlib.libs"]
     assert "its RUNPATH $ORIGIN/../barlib.libs is barlib.libs" in unresolved["message"]
+
+
+def test_a_module_searching_only_the_system_is_an_info(index: Index, tmp_path: Path) -> None:
+    """``nopath`` needs ``libfoo.so.1`` and has no RPATH or RUNPATH: it expects it from the
+    system (as numba's optional threading layers do), which may have it: info, exit 0."""
+    run, doc = plan(index, pylock(index, ["nopath"], tmp_path), tmp_path / "c")
+    assert run.rc == 0, doc["findings"]
+    [finding] = doc["findings"]
+    assert (finding["code"], finding["severity"]) == ("lock-cannot-tell", "info")
+    assert "libfoo.so.1" in finding["message"] and "from the system" in finding["message"]
 
 
 def test_hostile_members_are_an_info_and_bounded(

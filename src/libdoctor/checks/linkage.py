@@ -7,8 +7,9 @@ locked wheels (``whatif.linkage``). Pure: nothing is read here.
 
 A needed soname is given when, in this order:
 - the wheel's platform tag promises it from the system (``environment.wheelpolicy``:
-  auditwheel's policy of its manylinux or musllinux family), or it is the NVIDIA driver's
-  (``wheelpolicy.is_driver_library``) or the interpreter's (``libpython``);
+  auditwheel's policy of its manylinux or musllinux family), or it is the NVIDIA driver's,
+  the interpreter's (``libpython``), or of a family of system libraries healthy wheels take
+  beyond their policy (``wheelpolicy.is_common_system_library``: X11, EGL, OpenSSL, ...);
 - a locked wheel installs a file of that name in a directory of the extension's search path
   as glibc searches it for a module Python dlopens: its DT_RUNPATH, else its DT_RPATH, with
   ``$ORIGIN`` the module's directory in the environment-to-be.
@@ -18,10 +19,14 @@ Zero false alarms come first, so these are never an error:
   runtime loader such as cuda-pathfinder's, or a module imported before may load it by
   path first, and the loader then takes it by its soname): nothing is said;
 - the search path leaves the environment (an absolute directory, ``$LIB``, the working
-  directory), or the name is a CUDA toolkit library a machine may have installed (CuPy's
-  wheels take the toolkit from the system): ``lock-cannot-tell``, info;
+  directory), the name is a CUDA toolkit library a machine may have installed (CuPy's
+  wheels take the toolkit from the system), or the module searches no directory of the
+  environment at all (no RPATH or RUNPATH: it expects its libraries from the system, as
+  numba's optional ``tbbpool`` and ``omppool`` modules do): ``lock-cannot-tell``, info;
 - a ``linux_*`` wheel, which promises nothing about the system: not judged.
-What is left is an error, one per distribution and soname, naming its modules.
+What is left is an error, one per distribution and soname, naming its modules: a module
+that looks for its libraries in the environment and finds this one nowhere there, or needs a
+library auditwheel grafted (``libz-5f5b5e4a.so.1.2.13``) that no locked wheel ships.
 """
 
 from __future__ import annotations
@@ -33,7 +38,11 @@ from dataclasses import dataclass
 
 from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.model import Environment
-from libdoctor.environment.wheelpolicy import is_driver_library, system_libraries
+from libdoctor.environment.wheelpolicy import (
+    is_common_system_library,
+    is_driver_library,
+    system_libraries,
+)
 from libdoctor.findings import DistRef, Finding, Severity
 
 __all__ = ["LockedExtension", "UnreadExtension", "unread_extensions", "unresolved_libraries"]
@@ -41,10 +50,15 @@ __all__ = ["LockedExtension", "UnreadExtension", "unread_extensions", "unresolve
 # The CUDA toolkit's libraries (cudart, cuBLAS, cuDNN, NCCL, NVRTC, ...), which a wheel may
 # expect from a toolkit installed on the machine rather than from NVIDIA's wheels.
 _CUDA_TOOLKIT = re.compile(
-    r"^lib(cu[A-Za-z]+|nv[A-Za-z]+|nccl|npp[a-z]*|cudnn[a-z_]*|cutensor[A-Za-z]*|nvToolsExt)"
-    r"(\.so|-)"
+    r"^lib(cudart|cublas(Lt)?|cufftw?|curand|cusolver(Mg|Mp)?|cusparse(Lt)?|cudnn[a-z_]*"
+    r"|nccl|nvrtc(-builtins)?|nvJitLink|nvToolsExt|cupti|nvperf_(host|target)|npp[a-z]*"
+    r"|nvjpeg|cufile(_rdma)?|nvblas|nvfatbin|nvvm|cutensor[A-Za-z]*|cudss|nvshmem[a-z_]*"
+    r"|cublasMp|cufftMp|cudla|nvptxcompiler[\w]*)(\.so|-)"
 )
 _INTERPRETER = re.compile(r"^libpython\d")
+# auditwheel's name for a library it copied into a wheel (``libxcb-9065bb12.so.1.1.0``): such
+# a library only ever comes from a wheel, never from the system.
+_GRAFTED = re.compile(r"-[0-9a-f]{8}\.so(\.|$)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,23 +151,36 @@ def _gaps(env: Environment, extension: LockedExtension, shipped: set[str]) -> li
     searched, outside = _search_path(env, extension)
     gaps = []
     for soname in dict.fromkeys(extension.needed):
-        if "/" in soname or soname in system or _given_anyway(soname):
+        grafted = _GRAFTED.search(soname) is not None
+        if "/" in soname or soname in system or (not grafted and _given_anyway(soname)):
             continue
         if any(os.path.join(d, soname) in env.claims for d in searched):
             continue
         if _shipped_elsewhere(soname, shipped):
             continue  # may be loaded by path first: never an error (module docstring)
         doubt = None
-        if outside:
+        if grafted:
+            pass  # a wheel's own copy, which no locked wheel ships: nothing else gives it
+        elif outside:
             doubt = f"its search path leaves the environment ({', '.join(outside)})"
         elif _CUDA_TOOLKIT.match(soname):
             doubt = "a CUDA toolkit library, which may be installed on the machine"
+        elif not searched:
+            doubt = (
+                "it searches no directory of the environment, so it takes its libraries "
+                "from the system, which may have this one though its platform tag does not "
+                "promise it"
+            )
         gaps.append(_Gap(extension, soname, searched, doubt))
     return gaps
 
 
 def _given_anyway(soname: str) -> bool:
-    return is_driver_library(soname) or _INTERPRETER.match(soname) is not None
+    return (
+        is_driver_library(soname)
+        or is_common_system_library(soname)
+        or _INTERPRETER.match(soname) is not None
+    )
 
 
 def _shipped_elsewhere(soname: str, shipped: set[str]) -> bool:

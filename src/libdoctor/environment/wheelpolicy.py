@@ -11,6 +11,11 @@ them too, and a library older policies leave out (``libexpat.so.1`` before manyl
 ``libmvec.so.1`` before manylinux_2_24) is still there on the machine that installs an old
 wheel today. A ``linux_*`` wheel promises nothing: it is not judged (None). The NVIDIA
 driver's libraries come with the driver, never from pip (``is_driver_library``).
+
+Healthy wheels on PyPI take more from the system than any policy promises (PySide6's Qt
+modules ``libxkbcommon.so.0``, others X11, EGL, fontconfig, Kerberos, OpenSSL, the compiler's
+OpenMP): ``is_common_system_library`` names those families, which a machine with a desktop
+or a distribution's usual packages has. Not auditwheel's data: ours, from the wheels seen.
 """
 
 from __future__ import annotations
@@ -18,7 +23,13 @@ from __future__ import annotations
 import os
 import re
 
-__all__ = ["DRIVER_LIBRARY", "POLICIES", "is_driver_library", "system_libraries"]
+__all__ = [
+    "DRIVER_LIBRARY",
+    "POLICIES",
+    "is_common_system_library",
+    "is_driver_library",
+    "system_libraries",
+]
 
 # Libraries the NVIDIA driver installs on the host; pip never provides them.
 DRIVER_LIBRARY = re.compile(
@@ -62,6 +73,16 @@ _FAMILIES = {
     "musllinux": frozenset(_MUSLLINUX) | set(_MUSL_LOADERS),
 }  # fmt: skip
 _LEGACY = ("manylinux1", "manylinux2010", "manylinux2014")
+_COMMON_SYSTEM = re.compile(
+    r"^lib("
+    r"X[A-Za-z0-9]*|xcb[\w-]*|xkbcommon[\w-]*|wayland-[\w-]+|EGL|GLX|GLESv[12][\w]*|OpenGL"
+    r"|GLU|GLdispatch|OpenCL|drm|gbm|va[\w-]*|vdpau|fontconfig|freetype|harfbuzz|dbus-1"
+    r"|asound|pulse[\w-]*|udev|systemd|gtk-[\w.-]+|gdk[\w.-]*|cairo[\w-]*|pango[\w.-]*"
+    r"|atk[\w.-]*|gio-2\.0|gmodule-2\.0|gst[\w.-]+|cups|gssapi_krb5|krb5[\w]*|k5crypto"
+    r"|com_err|ssl|crypto|crypt|gomp|numa|ibverbs|rdmacm|mlx[45]|uuid|selinux|cap|bz2|lzma"
+    r"|zstd|ffi|xml2|png16|jpeg|tiff|sqlite3|readline|ncursesw?|tinfo"
+    r")\.so(\.[0-9.]+)?$"
+)
 
 
 def system_libraries(platform_tag: str) -> frozenset[str] | None:
@@ -79,3 +100,9 @@ def system_libraries(platform_tag: str) -> frozenset[str] | None:
 
 def is_driver_library(name: str) -> bool:
     return DRIVER_LIBRARY.match(os.path.basename(name)) is not None
+
+
+def is_common_system_library(name: str) -> bool:
+    """Whether NAME is of a family of system libraries healthy wheels take from the system
+    beyond their policy (the module's docstring)."""
+    return _COMMON_SYSTEM.match(name) is not None
