@@ -35,6 +35,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.model import Environment
@@ -98,16 +99,18 @@ def unresolved_libraries(env: Environment, extensions: Sequence[LockedExtension]
     """One error per distribution and soname its modules need that nothing gives; one info
     where something outside the lock may (a toolkit on the machine, a path outside it)."""
     shipped = _shipped(env.claims)
-    gaps: dict[tuple[str, str, bool], list[_Gap]] = {}
+    errors: dict[tuple[str, str], list[_Gap]] = {}  # (distribution, soname)
+    doubts: dict[tuple[str, str], list[_Gap]] = {}  # (distribution, why)
     for extension in extensions:
         for gap in _gaps(env, extension, shipped):
-            gaps.setdefault((extension.dist, gap.soname, gap.doubt is None), []).append(gap)
+            if gap.doubt is None:
+                errors.setdefault((extension.dist, gap.soname), []).append(gap)
+            else:
+                doubts.setdefault((extension.dist, gap.doubt), []).append(gap)
     dists = {d.key: d for d in env.distributions}
-    return [
-        _finding(env, dists[dist], found)
-        for (dist, _, _), found in sorted(gaps.items())
-        if dist in dists
-    ]
+    found = [_error(env, dists[d], g) for (d, _), g in sorted(errors.items()) if d in dists]
+    found += [_doubt(env, dists[d], g) for (d, _), g in sorted(doubts.items()) if d in dists]
+    return found
 
 
 def unread_extensions(env: Environment, unread: Sequence[UnreadExtension]) -> list[Finding]:
@@ -237,7 +240,17 @@ def _searched(env: Environment, gap: _Gap) -> str:
     return f"its {kind} {raw} is {dirs}" if dirs else f"its {kind} is {raw}"
 
 
-def _finding(env: Environment, dist: Distribution, gaps: Sequence[_Gap]) -> Finding:
+def _needed_by(env: Environment, gap: _Gap) -> dict[str, Any]:
+    return {
+        "extension": _site_path(env, gap.extension.path),
+        "rpath": gap.extension.rpath,
+        "runpath": gap.extension.runpath,
+        "searched": [_site_path(env, d) for d in gap.searched],
+    }
+
+
+def _error(env: Environment, dist: Distribution, gaps: Sequence[_Gap]) -> Finding:
+    """One soname the modules of DIST need, which nothing gives them."""
     first = gaps[0]
     soname = first.soname
     module = _site_path(env, first.extension.path)
@@ -246,27 +259,35 @@ def _finding(env: Environment, dist: Distribution, gaps: Sequence[_Gap]) -> Find
     evidence = {
         "wheel": first.extension.wheel,
         "library": soname,
-        "needed_by": [
-            {
-                "extension": _site_path(env, g.extension.path),
-                "rpath": g.extension.rpath,
-                "runpath": g.extension.runpath,
-                "searched": [_site_path(env, d) for d in g.searched],
-            }
-            for g in gaps
-        ],
+        "needed_by": [_needed_by(env, g) for g in gaps],
     }
-    ref = DistRef(dist.name, dist.version)
-    paths = tuple(_site_path(env, g.extension.path) for g in gaps)
-    if first.doubt is not None:
-        message = (
-            f"{dist.display}: {module}{more} {need} {soname}, which no locked wheel ships; "
-            f"{first.doubt}, so whether it loads cannot be told."
-        )
-        return Finding("lock-cannot-tell", Severity.INFO, message, ref, paths, evidence)
     message = (
         f"{dist.display}: {module}{more} {need} {soname}, which no locked wheel ships and "
         f"the system libraries of its platform tag do not include ({_searched(env, first)}). "
         "Its import fails in the environment this lock installs."
     )
+    paths = tuple(dict.fromkeys(_site_path(env, g.extension.path) for g in gaps))
+    ref = DistRef(dist.name, dist.version)
     return Finding("lock-unresolved-library", Severity.ERROR, message, ref, paths, evidence)
+
+
+def _doubt(env: Environment, dist: Distribution, gaps: Sequence[_Gap]) -> Finding:
+    """The sonames the modules of DIST need from outside the lock, for one reason."""
+    first = gaps[0]
+    names = sorted({g.soname for g in gaps})
+    modules = sorted({_site_path(env, g.extension.path) for g in gaps})
+    listed = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    more = f" and {len(modules) - 1} more of its modules" if len(modules) > 1 else ""
+    need = "need" if more else "needs"
+    message = (
+        f"{dist.display}: {modules[0]}{more} {need} {listed}, which no locked wheel ships; "
+        f"{first.doubt}, so whether {'they load' if len(names) > 1 else 'it loads'} cannot "
+        "be told."
+    )
+    evidence = {
+        "wheel": first.extension.wheel,
+        "libraries": names,
+        "needed_by": [{**_needed_by(env, g), "library": g.soname} for g in gaps],
+    }
+    ref = DistRef(dist.name, dist.version)
+    return Finding("lock-cannot-tell", Severity.INFO, message, ref, tuple(modules), evidence)
