@@ -22,8 +22,8 @@ from libdoctor.environment.distributions import Distribution, required_names
 from libdoctor.environment.installers import reinstall_argv, steps_fix
 from libdoctor.environment.model import Environment, is_inside
 from libdoctor.environment.paths import display, is_native
+from libdoctor.environment.policy import is_driver_library
 from libdoctor.environment.requirements import RequirementIndex
-from libdoctor.environment.wheelpolicy import is_driver_library
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.loader.extensions import LibraryAnalysis, module_name
 from libdoctor.loader.imported import ImportContext, LoadedBefore, PackageLoads

@@ -6,10 +6,10 @@ installer puts it) and each extension's DT_NEEDED, DT_RPATH and DT_RUNPATH, read
 locked wheels (``whatif.linkage``). Pure: nothing is read here.
 
 A needed soname is given when, in this order:
-- the wheel's platform tag promises it from the system (``environment.wheelpolicy``:
+- the wheel's platform tag promises it from the system (``environment.policy``:
   auditwheel's policy of its manylinux or musllinux family), or it is the NVIDIA driver's,
   the interpreter's (``libpython``), or of a family of system libraries healthy wheels take
-  beyond their policy (``wheelpolicy.is_common_system_library``: X11, EGL, OpenSSL, ...);
+  beyond their policy (``policy.is_common_system_library``: X11, EGL, OpenSSL, ...);
 - a locked wheel installs a file of that name in a directory of the extension's search path
   as glibc searches it for a module Python dlopens: its DT_RUNPATH, else its DT_RPATH, with
   ``$ORIGIN`` the module's directory in the environment-to-be.
@@ -39,7 +39,7 @@ from typing import Any
 
 from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.model import Environment
-from libdoctor.environment.wheelpolicy import (
+from libdoctor.environment.policy import (
     is_common_system_library,
     is_driver_library,
     system_libraries,
@@ -167,12 +167,11 @@ def _gaps(env: Environment, extension: LockedExtension, shipped: set[str]) -> li
         elif outside:
             doubt = f"its search path leaves the environment ({', '.join(outside)})"
         elif _CUDA_TOOLKIT.match(soname):
-            doubt = "a CUDA toolkit library, which may be installed on the machine"
+            doubt = "the CUDA toolkit's, which a machine may have installed"
         elif not searched:
             doubt = (
-                "it searches no directory of the environment, so it takes its libraries "
-                "from the system, which may have this one though its platform tag does not "
-                "promise it"
+                "with no RPATH or RUNPATH into the environment it takes its libraries from "
+                "the system, which its platform tag does not promise to have"
             )
         gaps.append(_Gap(extension, soname, searched, doubt))
     return gaps
