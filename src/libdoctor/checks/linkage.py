@@ -148,7 +148,7 @@ def _shipped(paths: Iterable[str]) -> set[str]:
 
 
 def _gaps(env: Environment, extension: LockedExtension, shipped: set[str]) -> list[_Gap]:
-    system = system_libraries(_platform_tag(extension.wheel))
+    system = system_libraries(extension.wheel)
     if system is None:
         return []
     searched, outside = _search_path(env, extension)
@@ -212,11 +212,6 @@ def _search_path(env: Environment, extension: LockedExtension) -> tuple[tuple[st
         elif directory not in dirs:
             dirs.append(directory)
     return tuple(dirs), outside
-
-
-def _platform_tag(wheel: str) -> str:
-    """The platform tag part of a wheel's file name (``manylinux_2_17_x86_64.manylinux2014...``)."""
-    return wheel.removesuffix(".whl").rpartition("-")[2]
 
 
 # --------------------------------------------------------------------------- the finding

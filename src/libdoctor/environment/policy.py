@@ -75,7 +75,7 @@ _FAMILIES = {
 _LEGACY = ("manylinux1", "manylinux2010", "manylinux2014")
 _COMMON_SYSTEM = re.compile(
     r"^lib("
-    r"X[A-Za-z0-9]*|xcb[\w-]*|xkbcommon[\w-]*|wayland-[\w-]+|EGL|GLX|GLESv[12][\w]*|OpenGL"
+    r"X[\w-]*|xcb[\w-]*|xkbcommon[\w-]*|wayland-[\w-]+|EGL|GLX|GLESv[12][\w]*|OpenGL"
     r"|GLU|GLdispatch|OpenCL|drm|gbm|va[\w-]*|vdpau|fontconfig|freetype|harfbuzz|dbus-1"
     r"|asound|pulse[\w-]*|udev|systemd|gtk-[\w.-]+|gdk[\w.-]*|cairo[\w-]*|pango[\w.-]*"
     r"|atk[\w.-]*|gio-2\.0|gmodule-2\.0|gst[\w.-]+|cups|gssapi_krb5|krb5[\w]*|k5crypto"
@@ -85,12 +85,13 @@ _COMMON_SYSTEM = re.compile(
 )
 
 
-def system_libraries(platform_tag: str) -> frozenset[str] | None:
-    """The sonames a wheel of PLATFORM_TAG (one wheel platform tag, or several joined by
-    ``.``) may take from the system; None when no tag is of a policy (``linux_x86_64``)."""
+def system_libraries(wheel: str) -> frozenset[str] | None:
+    """The sonames the wheel of this file name may take from the system (its platform tags:
+    ``...-manylinux_2_17_x86_64.manylinux2014_x86_64.whl``); None when no tag is of a
+    policy (``linux_x86_64``, ``any``)."""
     names: set[str] = set()
     judged = False
-    for tag in platform_tag.split("."):
+    for tag in wheel.removesuffix(".whl").rpartition("-")[2].split("."):
         family = "musllinux" if tag.startswith("musllinux_") else "manylinux"
         if tag.startswith(("manylinux_", "musllinux_", *_LEGACY)):
             names |= _FAMILIES[family]

@@ -8,14 +8,16 @@ dynamic array and the string table it points into (``environment.member.MemberVi
 
 Which members: Python extension modules only, the files importlib would load as such and a
 library is not named like (``*.cpython-311-x86_64-linux-gnu.so``, ``*.abi3.so``, and a
-plain ``*.so`` whose name does not start with ``lib``); never a package's big libraries
-(``torch/lib/libtorch_cpu.so``). What it may cost is bounded, and a bound passed is never an
-error: a module over ``MEMBER_CAP`` bytes is not read, nor are more modules, smallest first,
-than ``PLAN_SHARE`` of the wheels' bytes allow (at least ``PLAN_FLOOR``; each wheel's smallest
-first, round by round across the wheels); the plan counts
-them (``--json`` lists them). A module that is no ELF object is an info (``lock-cannot-tell``).
-The modules chosen are fetched whole, near ones in one request (their dynamic sections lie
-near their ends), and inflated only as far as the parser reads.
+plain ``*.so`` whose name does not start with ``lib``), never a package's big libraries
+(``torch/lib/libtorch_cpu.so``); and only of wheels whose platform tag is of a policy
+(``environment.policy``: a ``linux_*`` or ``any`` wheel is not judged).
+
+What it may cost is bounded, and a bound passed is never an error: a module over
+``MEMBER_CAP`` bytes is not read, nor are more modules than ``PLAN_SHARE`` of the wheels'
+bytes allow (at least ``PLAN_FLOOR``; each wheel's smallest first, round by round across the
+wheels); the plan counts them (``--json`` lists them). A module that is no ELF object is an
+info (``lock-cannot-tell``). The modules chosen are fetched whole, near ones in one request
+(their dynamic sections lie near their ends), and inflated only as far as the parser reads.
 
 What was read is kept in the wheel-index cache beside the wheel's file list (``save_note``,
 keyed by the wheel's sha256): a warm plan asks nothing of the network.
@@ -35,6 +37,7 @@ from libdoctor.checks.linkage import LockedExtension, UnreadExtension
 from libdoctor.elf.dynamic import ElfFormatError, parse_elf_at
 from libdoctor.environment.member import MemberError, MemberView
 from libdoctor.environment.model import Environment
+from libdoctor.environment.policy import system_libraries
 from libdoctor.environment.record import RecordEntry
 from libdoctor.environment.remote import RemoteMembers, cached_note, save_note
 from libdoctor.whatif.threads import WORKERS, each
@@ -116,9 +119,10 @@ def _within_caps(wheels: Sequence[WheelSource]) -> list[_Wanted]:
     (every wheel's smallest module, then every wheel's next one, ...), so that each wheel
     with extension modules has some read. The same choice warm or cold, so the findings
     are too."""
+    judged = [w for w in wheels if system_libraries(w.filename) is not None]
     candidates = [
         (rank, entry.size or 0, entry.path, entry, wheel)
-        for wheel in wheels
+        for wheel in judged
         for rank, entry in enumerate(
             sorted(extension_members(wheel.members), key=lambda e: (e.size or 0, e.path))
         )
