@@ -190,6 +190,20 @@ def test_a_module_searching_only_the_system_is_an_info(index: Index, tmp_path: P
     assert "libfoo.so.1" in finding["message"] and "from the system" in finding["message"]
 
 
+def test_a_wheel_beside_the_lock_is_read_from_its_file(index: Index, tmp_path: Path) -> None:
+    wheel = index.wheels["missing"]
+    (tmp_path / wheel.name).write_bytes(wheel.read_bytes())
+    (tmp_path / "pylock.toml").write_text(
+        'lock-version = "1.0"\ncreated-by = "test"\n[[packages]]\nname = "missing"\n'
+        f'version = "1.0"\nwheels = [{{ path = "{wheel.name}", '
+        f'hashes = {{ sha256 = "{index.sha256("missing")}" }} }}]\n'
+    )
+    run, doc = plan(index, tmp_path / "pylock.toml", tmp_path / "cache")
+    assert run.rc == 1, run.stderr
+    the_missing_library(doc)
+    assert doc["lock"]["extensions"]["requests"] == 0
+
+
 def test_hostile_members_are_an_info_and_bounded(
     index: Index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -45,6 +45,7 @@ from libdoctor.environment.policy import (
     system_libraries,
 )
 from libdoctor.findings import DistRef, Finding, Severity
+from libdoctor.loader.strings import expand_dst
 
 __all__ = ["LockedExtension", "UnreadExtension", "unread_extensions", "unresolved_libraries"]
 
@@ -57,6 +58,7 @@ _CUDA_TOOLKIT = re.compile(
     r"|cublasMp|cufftMp|cudla|nvptxcompiler[\w]*)(\.so|-)"
 )
 _INTERPRETER = re.compile(r"^libpython\d")
+_MACHINE = "\0"  # what $LIB expands to here: the machine's, unknown before install
 # auditwheel's name for a library it copied into a wheel (``libxcb-9065bb12.so.1.1.0``): such
 # a library only ever comes from a wheel, never from the system.
 _GRAFTED = re.compile(r"-[0-9a-f]{8}\.so(\.|$)")
@@ -191,20 +193,20 @@ def _shipped_elsewhere(soname: str, shipped: set[str]) -> bool:
 
 
 def _search_path(env: Environment, extension: LockedExtension) -> tuple[tuple[str, ...], list[str]]:
-    """The extension's own directories, as the loader expands them for a dlopened module:
-    DT_RUNPATH if it has one, else DT_RPATH; and the elements that leave the environment."""
+    """The extension's own directories, as the loader expands them for a module Python
+    dlopens (LOADER_SPEC §1.5): DT_RUNPATH if it has one, else DT_RPATH, split on ``:``,
+    ``$ORIGIN`` its directory; and the elements that leave the environment-to-be (an
+    absolute path outside it, the working directory, ``$LIB`` or ``$PLATFORM``, whose values
+    are the machine's)."""
     raw = extension.runpath if extension.runpath is not None else extension.rpath
     origin = os.path.dirname(extension.path)
     prefix = env.target.prefix.rstrip("/") + "/"
     dirs: list[str] = []
     outside: list[str] = []
-    for element in (raw or "").split(":") if raw else ():
-        if not element or "$LIB" in element or "${LIB}" in element or "PLATFORM" in element:
+    for element in raw.split(":") if raw else ():
+        value = expand_dst(element, origin=origin, lib=_MACHINE, platform=None)
+        if not value or _MACHINE in value or not value.startswith("/"):
             outside.append(element or "(the working directory)")
-            continue
-        value = element.replace("${ORIGIN}", "$ORIGIN").replace("$ORIGIN", origin)
-        if "$" in value or not value.startswith("/"):
-            outside.append(element)
             continue
         directory = os.path.normpath(value)
         if not (directory + "/").startswith(prefix):
