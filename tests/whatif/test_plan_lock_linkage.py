@@ -177,7 +177,7 @@ def test_a_library_shipped_off_the_search_path_is_no_error(index: Index, tmp_pat
     ]  # fmt: skip
     unresolved = doc["findings"][1]
     assert unresolved["evidence"]["needed_by"][0]["searched"] == ["barlib.libs"]
-    assert "its RUNPATH $ORIGIN/../barlib.libs is barlib.libs" in unresolved["message"]
+    assert "searched barlib.libs/: its RUNPATH $ORIGIN/../barlib.libs" in unresolved["message"]
 
 
 def test_a_module_searching_only_the_system_is_an_info(index: Index, tmp_path: Path) -> None:

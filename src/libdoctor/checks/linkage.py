@@ -232,8 +232,8 @@ def _searched(env: Environment, gap: _Gap) -> str:
         "RPATH", extension.rpath)  # fmt: skip
     if not raw:
         return "it has no RPATH or RUNPATH"
-    dirs = ", ".join(_site_path(env, d) for d in gap.searched)
-    return f"its {kind} {raw} is {dirs}" if dirs else f"its {kind} is {raw}"
+    dirs = ", ".join(_site_path(env, d) + "/" for d in gap.searched)
+    return f"searched {dirs}: its {kind} {raw}" if dirs else f"its {kind} is {raw}"
 
 
 def _needed_by(env: Environment, gap: _Gap) -> dict[str, Any]:

@@ -40,7 +40,8 @@ def cost_line(plan: LockPlan) -> str:
 
 def extensions_line(linkage: Linkage) -> str:
     capped = sum(1 for u in linkage.unread if u.capped)
-    line = f"{len(linkage.extensions)} extension modules read for the libraries they need"
+    count = len(linkage.extensions)
+    line = f"{count} extension module{'' if count == 1 else 's'} read for the libraries they need"
     return line + (f", {capped} not (over the read caps; --json lists them)" if capped else "")
 
 
