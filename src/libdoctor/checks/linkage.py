@@ -31,9 +31,10 @@ library auditwheel grafted (``libz-5f5b5e4a.so.1.2.13``) that no locked wheel sh
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,7 +101,7 @@ class _Gap:
 def unresolved_libraries(env: Environment, extensions: Sequence[LockedExtension]) -> list[Finding]:
     """One error per distribution and soname its modules need that nothing gives; one info
     where something outside the lock may (a toolkit on the machine, a path outside it)."""
-    shipped = _shipped(env.claims)
+    shipped = functools.cache(lambda: _shipped(env.claims))  # only when a name is not found
     errors: dict[tuple[str, str], list[_Gap]] = {}  # (distribution, soname)
     doubts: dict[tuple[str, str], list[_Gap]] = {}  # (distribution, why)
     for extension in extensions:
@@ -149,7 +150,9 @@ def _shipped(paths: Iterable[str]) -> set[str]:
     return {path.rpartition("/")[2] for path in paths}
 
 
-def _gaps(env: Environment, extension: LockedExtension, shipped: set[str]) -> list[_Gap]:
+def _gaps(
+    env: Environment, extension: LockedExtension, shipped: Callable[[], set[str]]
+) -> list[_Gap]:
     system = system_libraries(extension.wheel)
     if system is None:
         return []
@@ -161,7 +164,7 @@ def _gaps(env: Environment, extension: LockedExtension, shipped: set[str]) -> li
             continue
         if any(os.path.join(d, soname) in env.claims for d in searched):
             continue
-        if _shipped_elsewhere(soname, shipped):
+        if _shipped_elsewhere(soname, shipped()):
             continue  # may be loaded by path first: never an error (module docstring)
         doubt = None
         if grafted:

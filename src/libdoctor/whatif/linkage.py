@@ -82,9 +82,11 @@ def extension_members(members: Sequence[RecordEntry]) -> tuple[RecordEntry, ...]
     """The members of a wheel that are Python extension modules (module docstring)."""
     found = []
     for entry in members:
+        if not entry.path.endswith(".so"):
+            continue
         top, _, rest = entry.path.partition("/")
         name = entry.path.rpartition("/")[2]
-        if not name.endswith(".so") or top.endswith((".data", ".dist-info")) or not rest:
+        if top.endswith((".data", ".dist-info")) or not rest:
             continue
         if _TAGGED.search(name) or not name.startswith("lib"):
             found.append(entry)
