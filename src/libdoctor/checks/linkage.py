@@ -153,6 +153,8 @@ def _shipped(paths: Iterable[str]) -> set[str]:
 def _gaps(
     env: Environment, extension: LockedExtension, shipped: Callable[[], set[str]]
 ) -> list[_Gap]:
+    """What of EXTENSION's needs nothing gives, each with the doubt that keeps it from being
+    an error, if any (the module docstring's rules, in its order)."""
     system = system_libraries(extension.wheel)
     if system is None:
         return []
