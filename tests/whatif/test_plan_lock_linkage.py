@@ -7,7 +7,8 @@ environment-to-be.
 - ``user`` needs ``libbar.so.1`` on its RUNPATH ``$ORIGIN/../barlib.libs``, which the locked
   ``barlib`` installs there; ``system`` needs only ``libm.so.6``/``libc.so.6`` (the manylinux
   policy's) and ``libxkbcommon.so.0`` (a desktop's, as PySide6's modules do): clean.
-- ``nopath`` needs ``libfoo.so.1`` with no RPATH: from the system, which may have it: info.
+- ``nopath`` needs ``libfoo.so.1`` with no RPATH: from the system, which may have it: info;
+  ``grafted`` needs an auditwheel copy's name no wheel ships: an error all the same.
 - ``hostile`` ships a module that is no ELF and one over the read cap: an info, no traceback.
 """
 
@@ -32,7 +33,7 @@ TAG = "py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64"
 MODULE = "missing/_core.cpython-311-x86_64-linux-gnu.so"
 VERSIONS = {
     "missing": "1.0", "user": "1.0", "barlib": "2.0", "system": "1.0", "hostile": "1.0",
-    "offpath": "1.0", "nopath": "1.0",
+    "offpath": "1.0", "nopath": "1.0", "grafted": "1.0",
 }  # fmt: skip
 
 
@@ -67,6 +68,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
     system = _so(build, "system.so", needed=["libm.so.6", "libc.so.6", "libxkbcommon.so.0"])
     offpath = _so(build, "offpath.so", needed=["libbar.so.1"])
     nopath = _so(build, "nopath.so", needed=["libfoo.so.1"])
+    grafted = _so(build, "grafted.so", needed=["libz-5f5b5e4a.so.1.2.13"])
     wheels = {
         "missing": build_wheel(dest, "missing", "1.0",
                                {"missing/__init__.py": b"", MODULE: core}, tag=TAG),
@@ -76,6 +78,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
         "system": build_wheel(dest, "system", "1.0", {"system/_m.abi3.so": system}, tag=TAG),
         "offpath": build_wheel(dest, "offpath", "1.0", {"offpath/_o.abi3.so": offpath}, tag=TAG),
         "nopath": build_wheel(dest, "nopath", "1.0", {"nopath/_n.abi3.so": nopath}, tag=TAG),
+        "grafted": build_wheel(dest, "grafted", "1.0", {"grafted/_g.abi3.so": grafted}, tag=TAG),
         "hostile": build_wheel(dest, "hostile", "1.0", {
             "hostile/_text.abi3.so": b"not an ELF file " * 64,
             "hostile/_big.abi3.so": system + bytes(300_000),
@@ -188,6 +191,17 @@ def test_a_module_searching_only_the_system_is_an_info(index: Index, tmp_path: P
     [finding] = doc["findings"]
     assert (finding["code"], finding["severity"]) == ("lock-cannot-tell", "info")
     assert "libfoo.so.1" in finding["message"] and "from the system" in finding["message"]
+
+
+def test_a_grafted_library_no_wheel_ships_is_an_error(index: Index, tmp_path: Path) -> None:
+    """auditwheel's copy of a library (``libz-5f5b5e4a.so.1.2.13``) only comes from a wheel:
+    an error even for a module with no search path."""
+    run, doc = plan(index, pylock(index, ["grafted"], tmp_path), tmp_path / "c")
+    assert run.rc == 1
+    assert [(f["code"], f["evidence"]["library"]) for f in doc["findings"]] == [
+        ("lock-unresolved-library", "libz-5f5b5e4a.so.1.2.13")
+    ]
+    assert "it has no RPATH or RUNPATH" in doc["findings"][0]["message"]
 
 
 def test_a_wheel_beside_the_lock_is_read_from_its_file(index: Index, tmp_path: Path) -> None:

@@ -60,9 +60,9 @@ _CUDA_TOOLKIT = re.compile(
 )
 _INTERPRETER = re.compile(r"^libpython\d")
 _MACHINE = "\0"  # what $LIB expands to here: the machine's, unknown before install
-# auditwheel's name for a library it copied into a wheel (``libxcb-9065bb12.so.1.1.0``): such
-# a library only ever comes from a wheel, never from the system.
-_GRAFTED = re.compile(r"-[0-9a-f]{8}\.so(\.|$)")
+# auditwheel's name for a library it copied into a wheel (``libxcb-9065bb12.so.1.1.0``,
+# ``libSDL2-2-d9872e50.0.so.0.3000.7``): such a library only ever comes from a wheel.
+_GRAFTED = re.compile(r"-[0-9a-f]{8}(\.[0-9]+)*\.so(\.|$)")
 
 
 @dataclass(frozen=True, slots=True)
