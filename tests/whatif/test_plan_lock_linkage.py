@@ -139,6 +139,21 @@ def test_pylock_a_library_no_wheel_ships_once_then_warm(index: Index, tmp_path: 
     the_missing_library(doc)
     assert doc["lock"]["extensions"]["requests"] == 0  # warm: the cache alone
     assert doc["summary"]["requests"] == 0
+    run = run_libdoctor_inprocess(
+        "plan", "lock", lock, "--cache-dir", tmp_path / "cache", "--offline", "--json"
+    )
+    the_missing_library(json.loads(run.stdout))  # --offline: the same, from the cache
+    run = run_libdoctor_inprocess(
+        "plan", "lock", lock, "--cache-dir", tmp_path / "empty", "--offline", "--json"
+    )
+    assert "lock-unresolved-library" not in run.stdout  # nothing read: nothing said
+    for note in (tmp_path / "cache" / "wheel-index").glob("*.dynamic-1.json"):
+        note.unlink()  # the wheels' file lists kept, what their modules need not
+    run = run_libdoctor_inprocess(
+        "plan", "lock", lock, "--cache-dir", tmp_path / "cache", "--offline", "--json"
+    )
+    [finding] = [f for f in json.loads(run.stdout)["findings"] if f["paths"] == [MODULE]]
+    assert finding["code"] == "lock-cannot-tell" and "(--offline)" in finding["message"]
 
 
 def test_uv_lock_made_by_real_uv(index: Index) -> None:
