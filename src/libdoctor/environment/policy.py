@@ -80,7 +80,8 @@ _COMMON_SYSTEM = re.compile(
     r"|asound|pulse[\w-]*|udev|systemd|gtk-[\w.-]+|gdk[\w.-]*|cairo[\w-]*|pango[\w.-]*"
     r"|atk[\w.-]*|gio-2\.0|gmodule-2\.0|gst[\w.-]+|cups|gssapi_krb5|krb5[\w]*|k5crypto"
     r"|com_err|ssl|crypto|crypt|gomp|numa|ibverbs|rdmacm|mlx[45]|uuid|selinux|cap|bz2|lzma"
-    r"|zstd|ffi|xml2|png16|jpeg|tiff|sqlite3|readline|ncursesw?|tinfo"
+    r"|zstd|ffi|xml2|png16|jpeg|tiff|sqlite3|readline|ncursesw?|tinfo|nsl|tirpc|vulkan"
+    r"|ze_loader|usb-1\.0|jack"
     r")\.so(\.[0-9.]+)?$"
 )
 
