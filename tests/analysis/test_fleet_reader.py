@@ -1,0 +1,137 @@
+"""Issue 26: a fleet's snapshots read by digest (``analysis.fleet``). The streamed reader
+gives the comparison the plain one (``decode`` each, ``compare_fleet``) gives; alike nodes
+share one Snapshot, a differing node only its differing distributions; a Ray node's digests
+bring its full snapshot only when they are new, and a node whose snapshot belies them fails."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+from functools import partial
+
+import pytest
+
+from libdoctor.analysis.diff import compare_fleet
+from libdoctor.analysis.fleet import FleetReader, decode_digests, digests_of
+from libdoctor.analysis.snapshot import Snapshot, SnapshotError, decode, encode, frame, frames
+from support.snapshots import changed_row, made_snapshot, without_dist
+
+
+def _fleet() -> list[tuple[str, bytes]]:
+    """Ten nodes: n3 with a file changed, n6 without a distribution, n8 the base written
+    by hand (indented, keys unsorted), n9 the base but for a library's soname (a field no
+    diff compares), n5 gzip'd; the rest the base under their own names."""
+    base = made_snapshot(4, 30)
+    libc = dataclasses.replace(base.libraries[0], soname="libc.so.7")
+    odd = {
+        "n3": changed_row(base, 2, 7),
+        "n6": without_dist(base, 1),
+        "n9": dataclasses.replace(base, libraries=(libc, *base.libraries[1:])),
+    }
+    nodes = []
+    for i in range(10):
+        name = f"n{i}"
+        snap = dataclasses.replace(odd.get(name, base), node=name, prefix=f"/envs/{name}")
+        data = encode(snap, gzipped=name == "n5")
+        if name == "n8":
+            doc = json.loads(data)
+            data = json.dumps(dict(reversed(doc.items())), indent=2).encode()
+        nodes.append((name, data))
+    return nodes
+
+
+def _streamed(nodes: list[tuple[str, bytes]]) -> list[tuple[str, Snapshot]]:
+    reader = FleetReader()
+    return [(label, reader.read(data, label)[1]) for label, data in nodes]
+
+
+@pytest.mark.parametrize("reference", [None, "n9", "n3"])
+def test_the_streamed_reader_compares_as_the_plain_one(reference: str | None) -> None:
+    nodes = _fleet()
+    plain = compare_fleet([(label, decode(data, label)) for label, data in nodes], reference)
+    streamed = compare_fleet(_streamed(nodes), reference)
+    assert streamed == plain
+    differing = sorted(n for g in streamed.differing for n in g.nodes)
+    assert differing == (["n3", "n6"] if reference != "n3" else sorted(set(dict(nodes)) - {"n3"}))
+
+
+def test_alike_nodes_share_one_snapshot_and_a_differing_one_its_differences() -> None:
+    snaps = dict(_streamed(_fleet()))
+    base = snaps["n0"]
+    assert all(snaps[n] is base for n in ("n1", "n2", "n4", "n5", "n7", "n8"))
+    assert len({id(s) for s in snaps.values()}) == 4  # the base, n3, n6, n9
+    changed, missing = snaps["n3"], snaps["n6"]
+    assert [a is b for a, b in zip(changed.distributions, base.distributions, strict=True)] == [
+        True,
+        True,
+        False,
+        True,
+    ]
+    assert all(any(d is b for b in base.distributions) for d in missing.distributions)
+    assert snaps["n9"].distributions is base.distributions or all(
+        a is b for a, b in zip(snaps["n9"].distributions, base.distributions, strict=True)
+    )
+
+
+def test_a_node_is_fetched_only_for_digests_not_seen() -> None:
+    nodes = _fleet()
+    answers = {label: digests_of(data, label).encode() for label, data in nodes}
+    fetched: list[str] = []
+
+    def fetch(label: str) -> bytes:
+        fetched.append(label)
+        return dict(nodes)[label]
+
+    reader = FleetReader()
+    pairs = [
+        (label, reader.answer(decode_digests(answers[label], label), partial(fetch, label), label))
+        for label, _ in nodes
+    ]
+    # n5 gzip'd: the digests are of its text; n8 by hand: other text, fetched, found alike
+    assert fetched == ["n0", "n3", "n6", "n8", "n9"]
+    assert compare_fleet(pairs) == compare_fleet(_streamed(nodes))
+
+
+def test_a_node_whose_snapshot_belies_its_digests_fails() -> None:
+    nodes = dict(_fleet())
+    reader = FleetReader()
+    claimed = decode_digests(digests_of(nodes["n0"], "n0").encode(), "liar")
+    with pytest.raises(SnapshotError, match="liar: its snapshot does not match the digests"):
+        reader.answer(claimed, lambda: nodes["n3"], "liar")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"[]",
+        b'{"schema": "libdoctor-snapshot-digests"}',
+        b"[" * 100_000,
+        json.dumps(
+            {
+                "schema": "libdoctor-snapshot-digests",
+                "node": "a",
+                "prefix": "/",
+                "parts": dict.fromkeys(
+                    ("deep", "interpreter", "platform", "libraries", "stack", "findings"), "0" * 64
+                ),
+                "distributions": ["../../etc/passwd"],
+            }
+        ).encode(),
+    ],
+    ids=["a list", "no fields", "nested deep", "a digest not hex"],
+)
+def test_a_bad_answer_is_a_snapshot_error(answer: bytes) -> None:
+    with pytest.raises(SnapshotError, match=r"^node x: "):
+        decode_digests(answer, "node x")
+
+
+def test_frames_are_given_as_they_complete_and_only_those_under_way_held() -> None:
+    one, two = gzip.compress(b"one" * 1000), gzip.compress(b"two" * 1000)
+    first, second = frame("0", "a", one).splitlines(), frame("1", "b", two).splitlines()
+    done = []
+    for got in frames([first[0], second[0], *second[1:], *first[1:]]):
+        done.append(got)
+        if len(done) == 1:
+            assert got == ("1", "b", two)  # before a's frame has ended
+    assert done == [("1", "b", two), ("0", "a", one)]
