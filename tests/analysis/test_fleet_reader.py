@@ -135,3 +135,38 @@ def test_frames_are_given_as_they_complete_and_only_those_under_way_held() -> No
         if len(done) == 1:
             assert got == ("1", "b", two)  # before a's frame has ended
     assert done == [("1", "b", two), ("0", "a", one)]
+
+
+def _respelled(data: bytes, how: str) -> bytes:
+    doc = json.loads(data)
+    if how == "spaced":
+        return json.dumps(doc, separators=(", ", ": ")).encode()
+    if how == "ascii escapes":
+        return json.dumps(doc, ensure_ascii=True).encode()
+    if how == "a BOM and whitespace around":
+        return b"\xef\xbb\xbf \n" + data + b"\n\t "
+    if how == "distributions twice, the last kept":
+        head = json.dumps({"distributions": [1, 2]})[1:-1].encode()  # json.loads keeps the last
+        return b"{" + head + b"," + data.lstrip()[1:]
+    raise AssertionError(how)
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "spaced",
+        "ascii escapes",
+        "a BOM and whitespace around",
+        "distributions twice, the last kept",
+    ],
+)
+def test_a_document_spelled_otherwise_reads_as_the_plain_reader_reads_it(how: str) -> None:
+    snap = made_snapshot(2, 5)
+    dist = dataclasses.replace(snap.distributions[0], name="pkg-é", key="pkg-é")
+    snap = dataclasses.replace(snap, distributions=(dist, *snap.distributions[1:]))
+    data = _respelled(encode(snap), how)
+    reader = FleetReader()
+    reader.read(encode(snap), "canonical")
+    node, read = reader.read(data, how)
+    assert read == decode(data, how) and node == snap.node
+    assert read is reader.read(encode(snap), "again")[1]  # alike in value: one Snapshot
