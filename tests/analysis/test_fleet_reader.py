@@ -8,13 +8,16 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 import pytest
 
 from libdoctor.analysis.diff import compare_fleet
 from libdoctor.analysis.fleet import FleetReader, decode_digests, digests_of
 from libdoctor.analysis.snapshot import Snapshot, SnapshotError, decode, encode, frame, frames
+from support.hostile import DEEP, gzip_bomb
 from support.snapshots import changed_row, made_snapshot, without_dist
 
 
@@ -170,3 +173,40 @@ def test_a_document_spelled_otherwise_reads_as_the_plain_reader_reads_it(how: st
     node, read = reader.read(data, how)
     assert read == decode(data, how) and node == snap.node
     assert read is reader.read(encode(snap), "again")[1]  # alike in value: one Snapshot
+
+
+def _edited(edit: Callable[[dict[str, Any]], object]) -> bytes:
+    doc = json.loads(encode(made_snapshot(2, 3)))
+    edit(doc)
+    return json.dumps(doc).encode()
+
+
+BAD = {
+    "empty": b"",
+    "cut short": encode(made_snapshot(1, 2))[:-30],
+    "a list": b"[1, 2]",
+    "another schema": b'{"schema": "other"}',
+    "schema_version true": _edited(lambda d: d.update(schema_version=True)),
+    "nested 100,000 deep": DEEP,
+    "the same gzip'd": gzip.compress(DEEP),
+    "a gzip bomb": gzip_bomb(64),
+    "gzip cut short": gzip.compress(encode(made_snapshot(1, 2)))[:-12],
+    "a row with a NUL": _edited(lambda d: d["distributions"][1]["files"][0].__setitem__(0, "\0")),
+    "a size not a number": _edited(lambda d: d["distributions"][0]["files"][2].__setitem__(1, "x")),
+    "no distributions": _edited(lambda d: d.pop("distributions")),
+    "distributions an object": _edited(lambda d: d.update(distributions={})),
+    "a node not a string": _edited(lambda d: d.update(node=7)),
+    "no findings": _edited(lambda d: d.pop("findings")),
+    "a bad stack": _edited(lambda d: d["stack"].update(frameworks=[1])),
+}
+
+
+@pytest.mark.parametrize("data", BAD.values(), ids=BAD.keys())
+def test_a_bad_snapshot_is_refused_with_the_plain_readers_words(data: bytes) -> None:
+    with pytest.raises(SnapshotError) as plain:
+        decode(data, "node x")
+    reader = FleetReader()
+    reader.read(encode(made_snapshot(2, 3)), "a good one first")
+    with pytest.raises(SnapshotError) as streamed:
+        reader.read(data, "node x")
+    assert str(streamed.value) == str(plain.value)

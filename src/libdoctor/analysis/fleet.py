@@ -100,11 +100,13 @@ def decode_digests(data: bytes, source: str) -> Digests:
 
 
 def digests_of(data: bytes, source: str) -> Digests:
-    """The digests of a snapshot's bytes (what a Ray node sends of its own)."""
+    """The digests of a snapshot's bytes (what a Ray node sends of its own); its schema
+    checked, its parts not (the reader checks what it has not seen)."""
     scanned = _scan(inflate(data, source))
     if scanned is None:  # not the shape a snapshot has: say why as a plain read does
         decode(data, source)
         raise SnapshotError(f"{source}: not a snapshot libdoctor can digest")
+    read_header(scanned.document, source)
     return scanned.digests
 
 
