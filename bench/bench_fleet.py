@@ -95,6 +95,24 @@ def run_peak(argv: list[str], env: dict[str, str]) -> tuple[float, float, int, s
     return elapsed, kib / 1024, proc.returncode, out, err
 
 
+def slurm(base: dict[str, Any], count: int, work: str, env: dict[str, str]) -> dict[str, str]:
+    """An srun on PATH that writes COUNT nodes' frames (what ``snapshot --framed`` writes on
+    each node, srun merging them) from a file made here: the fleet's side of --slurm alone."""
+    sys.path.insert(0, env["PYTHONPATH"])
+    from libdoctor.analysis.snapshot import frame
+
+    odd = {min(7, count - 1): 0, count // 10 + 3: 1}
+    kinds = [gzip.compress(canonical(doc), mtime=0) for doc in [*odd_documents(base), base]]
+    framed = Path(work) / "frames"
+    with framed.open("w") as out:
+        for i in range(count):
+            out.write(frame(str(i), f"node-{i:05}", kinds[odd.get(i, 2)]))
+    srun = Path(work) / "srun"
+    srun.write_text(f"#!/bin/sh\nexec cat {framed}\n")
+    srun.chmod(0o755)
+    return dict(env, PATH=f"{work}{os.pathsep}{env['PATH']}")
+
+
 _ANSWERS = """
 import sys, time
 from libdoctor.analysis.diff import compare_fleet
@@ -130,6 +148,9 @@ def main() -> int:
     parser.add_argument("snapshot", type=Path, help="one real snapshot (libdoctor snapshot)")
     parser.add_argument("--nodes", type=int, nargs="*", default=[100, 1000])
     parser.add_argument("--answers", type=int, default=0, help="simulated digest answers")
+    parser.add_argument(
+        "--frames", type=int, default=0, help="nodes of a --slurm run (a stand-in srun)"
+    )
     parser.add_argument("--gzip", action="store_true", help="write the node files gzip'd")
     parser.add_argument("--src", type=Path, default=HERE, help="the libdoctor source to run")
     parser.add_argument("--cap-gb", type=float, default=4.0, help="address-space cap (GB)")
@@ -147,6 +168,16 @@ def main() -> int:
             print(
                 f"  fleet of {count} files: {wall:.1f} s, peak {peak:.0f} MB, rc {rc}, "
                 f"differing {differing}"
+            )
+    if args.frames:
+        with tempfile.TemporaryDirectory() as work:
+            wall, peak, rc, out, err = run_peak(
+                [*libdoctor, "fleet", "--slurm", "--json"], slurm(base, args.frames, work, env)
+            )
+            differing = json.loads(out)["differing"] if rc in (0, 1) and out else err[-300:]
+            print(
+                f"  --slurm, {args.frames} nodes' frames on one stdout: {wall:.1f} s, "
+                f"peak {peak:.0f} MB, rc {rc}, differing {differing}"
             )
     if args.answers:
         with tempfile.TemporaryDirectory() as work:
