@@ -181,7 +181,19 @@ def _edited(edit: Callable[[dict[str, Any]], object]) -> bytes:
     return json.dumps(doc).encode()
 
 
+def _named(node: bytes) -> bytes:
+    """The good snapshot's bytes with NODE in place of its node name's JSON string."""
+    data = encode(made_snapshot(2, 3))
+    assert data.count(b'"node":"node"') == 1
+    return data.replace(b'"node":"node"', b'"node":' + node)
+
+
 BAD = {
+    "a node with a control character": _named(b'"a\x01b"'),
+    "a node with an unknown escape": _named(b'"a\\qb"'),
+    "a node not UTF-8": _named(b'"a\xffb"'),
+    "a node not closed": _named(b'"abc'),
+    "a node a number": _named(b"7"),
     "empty": b"",
     "cut short": encode(made_snapshot(1, 2))[:-30],
     "a list": b"[1, 2]",
@@ -210,3 +222,15 @@ def test_a_bad_snapshot_is_refused_with_the_plain_readers_words(data: bytes) -> 
     with pytest.raises(SnapshotError) as streamed:
         reader.read(data, "node x")
     assert str(streamed.value) == str(plain.value)
+
+
+@pytest.mark.parametrize(
+    "node", [b'"n\\u00e9\\"x"', '"ünï"'.encode(), b'"a\\/b\\nc"', b'""'], ids=repr
+)
+def test_a_node_named_otherwise_shares_the_snapshot_of_one_read_before(node: bytes) -> None:
+    """Bytes alike but for the node's name: compared as bytes, never parsed (the template)."""
+    reader = FleetReader()
+    first = reader.read(encode(made_snapshot(2, 3)), "first")[1]
+    data = _named(node)
+    assert reader.read(data, "second") == (json.loads(node), first)
+    assert dataclasses.replace(decode(data, "plain"), node="node") == first

@@ -117,6 +117,8 @@ def digests_of(data: bytes, source: str) -> Digests:
 class _Scanned:
     document: dict[str, Any]  # as json.loads gives it
     digests: Digests
+    text: str
+    cuts: tuple[tuple[int, int], tuple[int, int]] | None  # the node's and prefix's spans (UTF-8)
 
 
 class _NotScanned(Exception):
@@ -152,7 +154,9 @@ def _scan(data: bytes) -> _Scanned | None:
         return None
     parts = tuple(_digest(text, spans[name]) for name in PARTS)
     dists = tuple(_digest(text, span) for span in dist_spans)
-    return _Scanned(document, Digests(node, prefix, parts, dists))
+    utf8 = json.detect_encoding(data).startswith("utf-8")
+    cuts = (spans["node"], spans["prefix"]) if utf8 else None
+    return _Scanned(document, Digests(node, prefix, parts, dists), text, cuts)
 
 
 def _space(text: str, at: int) -> int:
@@ -217,6 +221,63 @@ def _expect(text: str, at: int, char: str) -> int:
     return _space(text, at + 1)
 
 
+# --------------------------------------------------------------------------- templates
+
+# A JSON string token, exactly as json.loads takes one (no control characters, no unknown
+# escape): it ends at the first quote not escaped.
+_STRING = re.compile(rb'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"')
+TEMPLATE_BYTES = 64 << 20  # what a reader keeps of documents to compare bytes with
+
+
+@dataclass(frozen=True, slots=True)
+class _Template:
+    """A document read before, as its bytes with the node's and prefix's values cut out. A
+    document that is these bytes with other JSON strings in those two places has the same
+    value but for those two strings (the bytes before each cut are the same, so a JSON
+    parser is in the same state at it; a string token leaves it in the same state after):
+    found by comparing bytes, parsing nothing but the two strings."""
+
+    head: bytes
+    middle: bytes
+    tail: bytes
+    node_first: bool
+    snapshot: Snapshot
+
+    @classmethod
+    def of(cls, data: bytes, scanned: _Scanned, snapshot: Snapshot) -> _Template | None:
+        """The template of DATA (read as SCANNED into SNAPSHOT); None when not UTF-8."""
+        if scanned.cuts is None:
+            return None
+        node, prefix = scanned.cuts
+        (a, b), (c, d) = sorted((node, prefix))
+        if len(scanned.text) != len(data):  # not ASCII (or a BOM): text offsets to bytes
+            tails = (len(scanned.text[at:].encode("utf-8", "surrogatepass")) for at in (a, b, c, d))
+            a, b, c, d = (len(data) - tail for tail in tails)
+        return cls(data[:a], data[b:c], data[d:], node[0] < prefix[0], snapshot)
+
+    @property
+    def size(self) -> int:
+        return len(self.head) + len(self.middle) + len(self.tail)
+
+    def node(self, data: bytes) -> str | None:
+        """The node name DATA gives if it is this document but for the two strings."""
+        if not (data.startswith(self.head) and data.endswith(self.tail)):
+            return None
+        one = _STRING.match(data, len(self.head))
+        if one is None or not data.startswith(self.middle, one.end()):
+            return None
+        two = _STRING.match(data, one.end() + len(self.middle))
+        if two is None or two.end() != len(data) - len(self.tail):
+            return None
+        try:
+            node = json.loads(one.group() if self.node_first else two.group())
+            json.loads(two.group() if self.node_first else one.group())
+        except ValueError:  # not UTF-8
+            return None
+        assert isinstance(node, str)
+        return node
+
+
 # --------------------------------------------------------------------------- the reader
 
 _Held = tuple[int, Any]  # a value interned by the reader, and its serial number
@@ -233,16 +294,28 @@ class FleetReader:
         self._dists: dict[str, _Held] = {}  # digest -> value
         self._values: dict[Hashable, _Held] = {}  # a value (as a key) -> the one held
         self._snapshots: dict[tuple[int, ...], Snapshot] = {}  # serials -> Snapshot
+        self._templates: list[_Template] = []  # the last one matched first
+        self._template_bytes = 0
 
     def read(self, data: bytes, source: str) -> tuple[str, Snapshot]:
         """The node name DATA (a snapshot's bytes, gzip'd or not) gives, and its Snapshot:
         shared with every node read before whose parts and distributions were alike.
-        Bounded and checked as ``snapshot.decode``; SnapshotError naming SOURCE."""
-        scanned = _scan(inflate(data, source))
+        Bounded and checked as ``snapshot.decode``; SnapshotError naming SOURCE. A node
+        whose bytes are a document's read before but for its name and prefix is not
+        parsed at all (``_Template``)."""
+        text = inflate(data, source)
+        for i, template in enumerate(self._templates):
+            node = template.node(text)
+            if node is not None:
+                self._templates.insert(0, self._templates.pop(i))
+                return node, template.snapshot
+        scanned = _scan(text)
         if scanned is None:  # not what the scanner follows: the plain reader's verdict
             snap = decode(data, source)
             return snap.node, self._held(snap)
-        return scanned.digests.node, self._snapshot(scanned, source)
+        snap = self._snapshot(scanned, source)
+        self._remember(_Template.of(text, scanned, snap))
+        return scanned.digests.node, snap
 
     def answer(self, digests: Digests, fetch: Callable[[], bytes], source: str) -> Snapshot:
         """The Snapshot of a node that sent only DIGESTS: shared when they were seen before,
@@ -255,6 +328,11 @@ class FleetReader:
         if scanned is None or scanned.digests.signature != digests.signature:
             raise SnapshotError(f"{source}: its snapshot does not match the digests it sent")
         return self._snapshot(scanned, source)
+
+    def _remember(self, template: _Template | None) -> None:
+        if template is not None and self._template_bytes + template.size <= TEMPLATE_BYTES:
+            self._templates.append(template)
+            self._template_bytes += template.size
 
     def _snapshot(self, scanned: _Scanned, source: str) -> Snapshot:
         signature = scanned.digests.signature
