@@ -10,8 +10,9 @@ under 30 s and 1 GB; 10,000 answers under 60 s.
 
     libdoctor snapshot /path/to/torch-venv -o base.json
     python -m compileall -q src
-    python bench/bench_fleet.py base.json --nodes 100 1000 --answers 10000
-    python bench/bench_fleet.py base.json --nodes 100 --src /path/to/other/checkout/src
+    python bench/bench_fleet.py base.json --nodes 100 1000 --frames 100 1000 --answers 10000
+    python bench/bench_fleet.py base.json --nodes 100 1000 --gzip
+    python bench/bench_fleet.py base.json --nodes 100 1000 --frames 100 1000 --src before/src
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, nargs="*", default=[100, 1000])
     parser.add_argument("--answers", type=int, default=0, help="simulated digest answers")
     parser.add_argument(
-        "--frames", type=int, default=0, help="nodes of a --slurm run (a stand-in srun)"
+        "--frames", type=int, nargs="*", default=[], help="nodes of --slurm (a stand-in srun)"
     )
     parser.add_argument("--gzip", action="store_true", help="write the node files gzip'd")
     parser.add_argument("--src", type=Path, default=HERE, help="the libdoctor source to run")
@@ -169,14 +170,14 @@ def main() -> int:
                 f"  fleet of {count} files: {wall:.1f} s, peak {peak:.0f} MB, rc {rc}, "
                 f"differing {differing}"
             )
-    if args.frames:
+    for count in args.frames:
         with tempfile.TemporaryDirectory() as work:
             wall, peak, rc, out, err = run_peak(
-                [*libdoctor, "fleet", "--slurm", "--json"], slurm(base, args.frames, work, env)
+                [*libdoctor, "fleet", "--slurm", "--json"], slurm(base, count, work, env)
             )
             differing = json.loads(out)["differing"] if rc in (0, 1) and out else err[-300:]
             print(
-                f"  --slurm, {args.frames} nodes' frames on one stdout: {wall:.1f} s, "
+                f"  --slurm, {count} nodes' frames on one stdout: {wall:.1f} s, "
                 f"peak {peak:.0f} MB, rc {rc}, differing {differing}"
             )
     if args.answers:
