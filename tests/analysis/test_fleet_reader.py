@@ -234,3 +234,17 @@ def test_a_node_named_otherwise_shares_the_snapshot_of_one_read_before(node: byt
     data = _named(node)
     assert reader.read(data, "second") == (json.loads(node), first)
     assert dataclasses.replace(decode(data, "plain"), node="node") == first
+
+
+def test_a_fleet_of_many_kinds_compares_as_the_plain_one() -> None:
+    """Twelve kinds of node (more than the reader keeps bytes of), each twice, interleaved."""
+    base = made_snapshot(3, 12)
+    kinds = [changed_row(base, k % 3, k) for k in range(12)]
+    nodes = [
+        (f"n{i}", encode(dataclasses.replace(kinds[i % 12], node=f"n{i}", prefix=f"/p{i}")))
+        for i in range(24)
+    ]
+    plain = compare_fleet([(label, decode(data, label)) for label, data in nodes])
+    streamed = _streamed(nodes)
+    assert compare_fleet(streamed) == plain and len(plain.groups) == 12
+    assert len({id(snap) for _, snap in streamed}) == 12

@@ -230,7 +230,9 @@ def _expect(text: str, at: int, char: str) -> int:
 # A JSON string token, exactly as json.loads takes one (no control characters, no unknown
 # escape): it ends at the first quote not escaped.
 _STRING = re.compile(rb'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"')
-TEMPLATE_BYTES = 64 << 20  # what a reader keeps of documents to compare bytes with
+# What a reader keeps of documents to compare bytes with: a node unlike them all is compared
+# with each before it is parsed (a compare stops at the first byte that differs).
+TEMPLATES, TEMPLATE_BYTES = 8, 64 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,7 +320,7 @@ class FleetReader:
             snap = decode(data, source)
             return snap.node, self._held(snap)
         snap = self._snapshot(scanned, source)
-        self._remember(_Template.of(text, scanned, snap))
+        self._remember(text, scanned, snap)
         return scanned.digests.node, snap
 
     def answer(self, digests: Digests, fetch: Callable[[], bytes], source: str) -> Snapshot:
@@ -333,7 +335,10 @@ class FleetReader:
             raise SnapshotError(f"{source}: its snapshot does not match the digests it sent")
         return self._snapshot(scanned, source)
 
-    def _remember(self, template: _Template | None) -> None:
+    def _remember(self, data: bytes, scanned: _Scanned, snap: Snapshot) -> None:
+        """DATA (read as SCANNED into SNAP) kept as a template, while there is room."""
+        room = len(self._templates) < TEMPLATES
+        template = _Template.of(data, scanned, snap) if room else None
         if template is not None and self._template_bytes + template.size <= TEMPLATE_BYTES:
             self._templates.append(template)
             self._template_bytes += template.size
