@@ -60,7 +60,6 @@ class Pool:
         self._connections: dict[Route, list[http.client.HTTPConnection]] = {}
         self._lookups: dict[tuple[str, int], _Lookup] = {}
         self._context: ssl.SSLContext | None = None
-        self.connects = 0  # connections made through ``connect``
 
     def take(self, route: Route) -> http.client.HTTPConnection | None:
         """An idle connection of ROUTE, now the caller's alone; None when there is none."""
@@ -105,7 +104,6 @@ class Pool:
         """A TCP connection to ADDRESS (host, port) as ``socket.create_connection`` makes
         it (each address in turn, the first error raised), with the addresses kept."""
         host, port = address
-        self.connects += 1
         errors: list[OSError] = []
         for family, kind, proto, _, sockaddr in self.addresses(host, port):
             sock = socket.socket(family, kind, proto)

@@ -332,7 +332,8 @@ class Http:
                 if response.status not in _REDIRECTS or not location:
                     break
                 _discard(response)
-                url, auth = urllib.parse.urljoin(url, location.strip()), None
+                url = _split_userinfo(urllib.parse.urljoin(url, location.strip()))[0]
+                auth = None
             else:
                 _discard(response)
                 raise self.fail(f"HTTP {response.status}: more than {_MAX_REDIRECTS} redirects")
@@ -376,6 +377,7 @@ class Http:
         if not isinstance(connection, (_Connection, _TLSConnection)):  # only ours come back
             return None
         connection.deadline, connection.per_read = self._deadline, self._timeout
+        connection.timeout = self._deadline.wait(self._timeout)  # were it to connect again
         return connection
 
     def _connection(self, route: Route) -> _Connection | _TLSConnection:
