@@ -133,6 +133,13 @@ class Pool:
 
 
 def _getaddrinfo(host: str, port: int) -> Sequence[_Address]:
+    """HOST's addresses; a lookup that failed for now (``EAI_AGAIN``: the resolver did not
+    answer) is asked once more before it is an error."""
+    try:
+        return socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        if exc.errno != socket.EAI_AGAIN:
+            raise
     return socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
 
 

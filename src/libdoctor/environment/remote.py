@@ -75,7 +75,7 @@ _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+)")
 
 _HEADERS = {
     "Accept-Encoding": "identity",  # byte ranges of the file, not of a compressed stream
-    "User-Agent": f"libdoctor/{__version__} Python-urllib",
+    "User-Agent": f"libdoctor/{__version__} Python-http.client",
 }
 
 How = Literal["range", "download", "cache", "file"]
@@ -373,11 +373,12 @@ class Http:
 
     def _take(self, route: Route) -> _Connection | _TLSConnection | None:
         """A kept connection of ROUTE, bound to this request's deadline."""
+        timeout = self._deadline.wait(self._timeout)  # were it to connect again
         connection = self._pool.take(route)
         if not isinstance(connection, (_Connection, _TLSConnection)):  # only ours come back
             return None
         connection.deadline, connection.per_read = self._deadline, self._timeout
-        connection.timeout = self._deadline.wait(self._timeout)  # were it to connect again
+        connection.timeout = timeout
         return connection
 
     def _connection(self, route: Route) -> _Connection | _TLSConnection:
