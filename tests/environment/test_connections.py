@@ -1,17 +1,20 @@
 """Kept connections (``environment.connections``) under ``remote.Http``, against a real
 HTTP/1.1 server on 127.0.0.1 that counts the connections it accepts: several requests and
 several wheels on one connection, the same bytes as the plain path (``Pool(0)``: a
-connection per request), a server that closes kept connections without saying so, and a
-wheel's deadline on a connection another wheel opened.
+connection per request), a server that closes kept connections without saying so, a
+wheel's deadline on a connection another wheel opened, and a proxy from the environment.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import random
+import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -122,3 +125,54 @@ def test_the_deadline_holds_on_a_connection_another_wheel_opened(
         f"cannot read wheel {slow}: not read within the 1 s one wheel may take in all (DEADLINE)"
     )
     assert server.connections == 1 and 0.9 < elapsed < 3.0, elapsed
+
+
+proxied: list[tuple[str, str | None]] = []  # (request target, Proxy-Authorization)
+
+
+class _Proxy(BaseHTTPRequestHandler):
+    """A forwarding HTTP proxy: a GET of an absolute URL fetched from its server, relayed."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        proxied.append((self.path, self.headers.get("Proxy-Authorization")))
+        parts = urllib.parse.urlsplit(self.path)
+        upstream = http.client.HTTPConnection(parts.hostname or "", parts.port or 80, timeout=5)
+        forwarded = {k: v for k, v in self.headers.items() if not k.lower().startswith("proxy-")}
+        upstream.request("GET", parts.path, headers=forwarded)
+        answer = upstream.getresponse()
+        body = answer.read()
+        self.send_response(answer.status)
+        for key, value in answer.getheaders():
+            if key.lower() not in ("server", "date", "connection"):
+                self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+        upstream.close()
+
+
+def test_an_http_proxy_from_the_environment_is_asked_and_no_proxy_bypasses_it(
+    wheel: Path, server: FileServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As urllib took them: ``http_proxy`` (its userinfo as Proxy-Authorization, for the
+    proxy only) gets the absolute URL; ``no_proxy`` naming the host goes around it."""
+    data = wheel.read_bytes()
+    url = server.add("/files/proxied.bin", data)
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), _Proxy)
+    thread = threading.Thread(target=proxy.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    proxied.clear()
+    try:
+        monkeypatch.setenv("http_proxy", f"http://me:pw@127.0.0.1:{proxy.server_address[1]}")
+        monkeypatch.setenv("no_proxy", "")
+        assert Http(url, pool=Pool()).range(0, 10, len(data)) == data[:10]
+        assert proxied == [(url, "Basic bWU6cHc=")]
+        monkeypatch.setenv("no_proxy", "127.0.0.1")
+        assert Http(url, pool=Pool()).range(10, 20, len(data)) == data[10:20]
+        assert len(proxied) == 1 and len(server.log) == 2
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+        thread.join()
