@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from libdoctor.environment import connections
-from libdoctor.environment.connections import Pool
+from libdoctor.environment.connections import Pool, Route
 from libdoctor.environment.remote import Http, read_remote_wheel
 from libdoctor.environment.wheel import read_wheel
 from libdoctor.errors import LibdoctorError
@@ -125,6 +125,35 @@ def test_the_deadline_holds_on_a_connection_another_wheel_opened(
         f"cannot read wheel {slow}: not read within the 1 s one wheel may take in all (DEADLINE)"
     )
     assert server.connections == 1 and 0.9 < elapsed < 3.0, elapsed
+
+
+def lying_range(handler: BaseHTTPRequestHandler, body: bytes) -> None:
+    """A 206 of the first ten bytes, whatever was asked."""
+    handler.wfile.write(b"HTTP/1.1 206 Partial Content\r\nContent-Length: 10\r\n")
+    handler.wfile.write(f"Content-Range: bytes 0-9/{len(body)}\r\n\r\n".encode() + body[:10])
+
+
+def test_a_lying_content_range_is_one_line_and_its_connection_is_not_kept(
+    wheel: Path, server: FileServer
+) -> None:
+    """An answer read to its end goes back to the pool; one refused before its body was
+    read (here: other bytes than asked) is closed, never met by the next request."""
+    data = wheel.read_bytes()
+    honest = server.add("/files/honest.bin", data)
+    lying = server.add("/files/lying.bin", data)
+    server.answers["/files/lying.bin"] = lying_range
+    pool, route = Pool(), Route("http", "127.0.0.1", server.port)
+    assert Http(honest, pool=pool).range(100, 200, len(data)) == data[100:200]
+    kept = pool.take(route)
+    assert kept is not None
+    pool.give(route, kept)
+    with pytest.raises(LibdoctorError) as exc:
+        Http(lying, pool=pool).range(100, 200, len(data))
+    assert str(exc.value) == (
+        f"cannot read wheel {lying}: asked for bytes 100-199/{len(data)}, the server sent "
+        f"bytes 0-9/{len(data)}"
+    )
+    assert pool.take(route) is None and server.connections == 1
 
 
 proxied: list[tuple[str, str | None]] = []  # (request target, Proxy-Authorization)

@@ -14,6 +14,7 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -238,11 +239,18 @@ def test_sarif_points_at_the_package_line(index: Index, uv_lock: Path, form: str
         assert line in (f'name = "{expected}"', f"{expected}=={line.partition('==')[2]}")
 
 
+def first_ten_bytes(handler: BaseHTTPRequestHandler, body: bytes) -> None:
+    """A server that lies about the range it sends: the first ten bytes, whatever was asked."""
+    handler.wfile.write(b"HTTP/1.1 206 Partial Content\r\nContent-Length: 10\r\n")
+    handler.wfile.write(f"Content-Range: bytes 0-9/{len(body)}\r\n\r\n".encode() + body[:10])
+
+
 @pytest.mark.parametrize(
     ("what", "expected"),
     [
         ("404", "HTTP 404"),
         ("no-ranges", "does not answer range requests"),
+        ("lying-range", "the server sent bytes 0-9/"),
         ("bad-lock", "does not parse"),
         ("hash", "is not the index's"),
     ],
@@ -261,11 +269,11 @@ def test_cannot_plan_is_one_line_exit_2(
     else:
         wheel = index.wheels["nvidia-cudnn-cu12"]
         with serve(FileServer(mode="full" if what == "no-ranges" else "range")) as other:
-            if what == "no-ranges":
-                other.add_wheel(wheel)
-            else:
-                other.add_wheel(wheel)
+            other.add_wheel(wheel)
+            if what == "404":
                 del other.files[f"/files/{wheel.name}"]
+            elif what == "lying-range":
+                other.answers[f"/files/{wheel.name}"] = first_ten_bytes
             text = (
                 'lock-version = "1.0"\ncreated-by = "test"\n[[packages]]\n'
                 'name = "nvidia-cudnn-cu12"\nversion = "9.1.0"\n'
