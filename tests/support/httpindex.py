@@ -112,6 +112,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.answered = 0
         if state.keep_alive:
             self.protocol_version = "HTTP/1.1"
+            # headers and body are two writes: without this, the body of an answer on a
+            # kept connection waits for the client's delayed ACK of the headers (40 ms)
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def handle_one_request(self) -> None:
         super().handle_one_request()
