@@ -111,20 +111,20 @@ def trickle(handler: BaseHTTPRequestHandler, body: bytes) -> None:
 def test_the_deadline_holds_on_a_connection_another_wheel_opened(
     wheel: Path, server: FileServer
 ) -> None:
+    """A byte every 0.1 s never trips the 0.5 s per-read timeout; the 1 s deadline of the
+    second wheel, set on the connection the first wheel opened, ends it."""
     data = wheel.read_bytes()
     fast = server.add("/files/fast.bin", data)
     slow = server.add("/files/slow.bin", data)
     server.answers["/files/slow.bin"] = trickle
     pool = Pool()
     assert Http(fast, pool=pool).range(0, 10, len(data)) == data[:10]
-    started = time.monotonic()
     with pytest.raises(LibdoctorError) as exc:
         Http(slow, timeout=0.5, deadline=1.0, pool=pool).range(0, 100, len(data))
-    elapsed = time.monotonic() - started
     assert str(exc.value) == (
         f"cannot read wheel {slow}: not read within the 1 s one wheel may take in all (DEADLINE)"
     )
-    assert server.connections == 1 and 0.9 < elapsed < 3.0, elapsed
+    assert server.connections == 1  # the trickle came on the connection the first opened
 
 
 def lying_range(handler: BaseHTTPRequestHandler, body: bytes) -> None:
