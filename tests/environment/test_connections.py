@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import http.client
+import os
 import random
 import threading
 import time
@@ -205,3 +206,17 @@ def test_an_http_proxy_from_the_environment_is_asked_and_no_proxy_bypasses_it(
         proxy.shutdown()
         proxy.server_close()
         thread.join()
+
+
+def test_a_forked_child_starts_with_an_empty_pool(wheel: Path, server: FileServer) -> None:
+    """Parent and child on one kept connection would read each other's answers."""
+    data = wheel.read_bytes()
+    url = server.add("/files/forked.bin", data)
+    pool, route = Pool(), Route("http", "127.0.0.1", server.port)
+    Http(url, pool=pool).range(0, 10, len(data))
+    pid = os.fork()
+    if pid == 0:  # the child: nothing kept, and a request of its own on a new connection
+        ok = pool.take(route) is None and Http(url, pool=pool).range(0, 10, len(data)) == data[:10]
+        os._exit(0 if ok else 1)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert pool.take(route) is not None and server.connections == 2

@@ -9,7 +9,7 @@ for the next request on the same route (scheme, host, port, and the proxy in bet
 connection serves one request at a time, taken out while it does. A host name is looked up
 once, however many threads connect to it at once. ``Pool(0)`` keeps nothing: every request
 its own connection, lookup and TLS context, the plain path beside it that the tests compare
-the pool with.
+the pool with. A forked child starts with an empty pool.
 
 Nothing here knows a request: what may be sent on a connection (credentials, which origin)
 and how long a wait may be are ``environment.remote``'s, decided per request.
@@ -18,9 +18,11 @@ and how long a wait may be are ``environment.remote``'s, decided per request.
 from __future__ import annotations
 
 import http.client
+import os
 import socket
 import ssl
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +58,13 @@ class Pool:
 
     def __init__(self, idle: int = IDLE) -> None:
         self.idle = idle
+        self._forget()
+        mine = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _forget_in_child(mine))
+
+    def _forget(self) -> None:
+        """Start empty: a forked child never shares its parent's connections (their answers
+        would interleave) nor a lock another thread held at the fork."""
         self._lock = threading.Lock()
         self._connections: dict[Route, list[http.client.HTTPConnection]] = {}
         self._lookups: dict[tuple[str, int], _Lookup] = {}
@@ -130,6 +139,12 @@ class Pool:
             if self._context is None:
                 self._context = _default_context()
             return self._context
+
+
+def _forget_in_child(pool: weakref.ref[Pool]) -> None:
+    kept = pool()
+    if kept is not None:
+        kept._forget()  # the child's copies of the sockets are left to the garbage collector
 
 
 def _getaddrinfo(host: str, port: int) -> Sequence[_Address]:
