@@ -43,11 +43,13 @@ class Route:
     host: str
     port: int
     proxy: tuple[str, int] | None = None  # an HTTP proxy's host and port
-    proxy_auth: str | None = None  # its Proxy-Authorization
+    proxy_auth: str | None = field(default=None, repr=False)  # its Proxy-Authorization
 
 
-@dataclass
+@dataclass(slots=True)
 class _Lookup:
+    """One host's lookup: made by the first thread that asks, waited for by the others."""
+
     lock: threading.Lock = field(default_factory=threading.Lock)
     addresses: Sequence[_Address] | None = None
 
