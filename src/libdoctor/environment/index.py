@@ -218,7 +218,7 @@ def _keep(path: str, rows: list[list[str | None]]) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, temp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(json.dumps(rows))  # dumps: json's C encoder, dump the Python one
+            out.write(json.dumps(rows))  # one C-encoded write (json.dump: a write per token)
         os.replace(temp, path)
     except OSError:
         pass

@@ -761,7 +761,7 @@ def _save(
         os.makedirs(os.path.dirname(file), exist_ok=True)
         fd, temp = tempfile.mkstemp(dir=os.path.dirname(file), suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(json.dumps(doc, separators=(",", ":")))  # dumps: json's C encoder
+            out.write(json.dumps(doc, separators=(",", ":")))  # one C-encoded write
         os.replace(temp, file)
     except OSError:
         pass
