@@ -10,9 +10,10 @@ uv resolves the requirement once (its pins are the lock planned). Each round the
 ``uv pip compile`` with an empty uv cache (cold) and with the cache that run left (warm),
 ``plan lock`` with an empty wheel-index cache (cold: every index page and wheel tail read)
 and again with the cache that run left (warm: no request). Bytes are what the plan's JSON
-reports: fetched over the network against the wheels' own sizes. ``--baseline`` names
-another tree's ``src`` (an older commit's checkout): its ``plan lock`` is timed in the same
-rounds, beside this one, for a before/after in one sitting. The load average is printed
+reports: fetched over the network against the wheels' own sizes, the extension modules'
+dynamic sections (``lock-unresolved-library``) included and also shown apart. ``--baseline``
+names another tree's ``src`` (an older commit's checkout): its ``plan lock`` is timed in the
+same rounds, beside this one, for a before/after in one sitting. The load average is printed
 at the start and the end: the machine may be shared.
 """
 
@@ -102,6 +103,11 @@ def main() -> int:
     share = 100 * summary["fetched"] / summary["wheel_bytes"]
     print(f"plan lock read {summary['fetched'] / 1e6:.2f} MB ({share:.3f}%) in "
           f"{summary['requests']} wheel requests; findings: {len(doc['findings'])}")  # fmt: skip
+    extensions = doc["lock"].get("extensions")
+    if extensions:
+        print(f"extension modules: {extensions['read']} read, {len(extensions['not_read'])} "
+              f"not (caps), {extensions['fetched'] / 1e6:.2f} MB in "
+              f"{extensions['requests']} requests (in the totals above)")  # fmt: skip
     for label, values in times.items():
         print(f"{label:10} median {statistics.median(values):6.2f} s  {values}")
     cold = statistics.median(times["plan cold"]) / statistics.median(times["uv cold"])

@@ -9,7 +9,10 @@ a full download instead, streamed through the cache and checked against the inde
 
 What was read is kept in the user cache by the wheel's sha256
 (``<cache>/wheel-index/<sha256>.json``): planning the same wheel again asks nothing of the
-network. The standard library only (http.client): proxies (``*_proxy``, ``no_proxy``) and
+network. What else is read of a wheel (``RemoteMembers``: a few members in part, such as its
+extension modules' dynamic sections) is kept beside it (``save_note``: ``<sha256>.<key>.json``).
+
+The standard library only (http.client): proxies (``*_proxy``, ``no_proxy``) and
 certificates (``SSL_CERT_FILE``) as urllib takes them by default; credentials from the URL's
 userinfo, or from an index URL on the same host (pip's report names files without them),
 sent as basic auth and never along a redirect. Connections are kept open between requests
@@ -59,7 +62,16 @@ from libdoctor.environment.wheel import (
 )
 from libdoctor.errors import LibdoctorError
 
-__all__ = ["Http", "RangeFile", "RemoteRead", "cached_wheel", "read_remote_wheel"]
+__all__ = [
+    "Http",
+    "RangeFile",
+    "RemoteMembers",
+    "RemoteRead",
+    "cached_note",
+    "cached_wheel",
+    "read_remote_wheel",
+    "save_note",
+]
 
 TAIL = 64 * 1024 + 22  # end-of-central-directory (22 bytes) after the longest zip comment
 BLOCK = 64 * 1024  # the least one read on demand fetches
@@ -712,6 +724,70 @@ def _too_big(what: str) -> str:
     return f"{what}, over the {MAX_DOWNLOAD:,} a wheel's download may have (MAX_DOWNLOAD)"
 
 
+class RemoteMembers:
+    """A wheel's members read in part, by range after its central directory: where
+    ``read_remote_wheel`` reads the dist-info whole, this gives a ``Fetch`` of one member's
+    compressed data for ``environment.member.MemberView`` to inflate as far as it needs."""
+
+    def __init__(
+        self,
+        url: str,
+        credentials: Sequence[str] = (),
+        timeout: float = TIMEOUT,
+        deadline: float = DEADLINE,
+    ) -> None:
+        self._conn = Http(url, credentials, timeout, deadline)
+        response = self._conn.open(f"bytes=-{TAIL}")
+        got = _content_range(response) if response.status == 206 else None
+        if got is None:
+            response.close()
+            raise self._conn.fail("the server does not answer range requests")
+        start, end, size = got
+        self._file = RangeFile(self._conn, size, start, self._conn.body(response, end - start))
+        try:
+            self._archive = open_wheel(cast(BinaryIO, self._file), self._conn.url)
+        except (zipfile.BadZipFile, OSError, EOFError) as exc:
+            raise self._conn.fail(_describe(exc)) from None
+
+    @property
+    def fetched(self) -> int:
+        return self._conn.fetched
+
+    @property
+    def requests(self) -> int:
+        return self._conn.requests
+
+    def info(self, name: str) -> zipfile.ZipInfo | None:
+        return self._archive.NameToInfo.get(name)
+
+    def prefetch(self, infos: Sequence[zipfile.ZipInfo], ahead: int) -> None:
+        """Each member's local header and its first AHEAD compressed bytes, near ones in one
+        request."""
+        self._file.prefetch(
+            (i.header_offset, _member_range(i)[1] - i.compress_size + min(i.compress_size, ahead))
+            for i in infos
+        )
+
+    def fetch(self, info: zipfile.ZipInfo) -> Callable[[int, int], bytes]:
+        """Bytes START..END of INFO's compressed data (past its local header)."""
+        self._file.seek(info.header_offset)
+        header = self._file.read(30)
+        if len(header) != 30 or header[:4] != b"PK\x03\x04":
+            raise self._conn.fail(f"{info.filename}: no local header at {info.header_offset}")
+        data = info.header_offset + 30 + int.from_bytes(header[26:28], "little")
+        data += int.from_bytes(header[28:30], "little")
+
+        def fetch(start: int, end: int) -> bytes:
+            self._file.seek(data + start)
+            return self._file.read(end - start)
+
+        return fetch
+
+    def close(self) -> None:
+        self._archive.close()
+        self._file.close()
+
+
 # --------------------------------------------------------------------------- the cache
 
 
@@ -764,6 +840,43 @@ def _save(
             out.write(json.dumps(doc, separators=(",", ":")))  # one C-encoded write
         os.replace(temp, file)
     except OSError:
+        pass
+
+
+def _note_file(cache_dir: str | None, sha256: str | None, key: str) -> str | None:
+    file = _cache_file(cache_dir, sha256)
+    if file is None or not re.fullmatch(r"[a-z0-9-]+", key):
+        return None
+    return f"{file.removesuffix('.json')}.{key}.json"
+
+
+def cached_note(cache_dir: str | None, sha256: str | None, key: str) -> Any:
+    """What ``save_note`` kept under KEY for the wheel of this SHA256; None if nothing."""
+    file = _note_file(cache_dir, sha256, key)
+    if file is None:
+        return None
+    try:
+        with open(file, encoding="utf-8") as handle:
+            doc = json.load(handle)
+        return doc.get("note") if doc.get("format") == _FORMAT else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def save_note(cache_dir: str | None, sha256: str | None, key: str, value: Any) -> None:
+    """Keep VALUE (JSON) under KEY beside the cache file of the wheel of this SHA256
+    (``<sha256>.<key>.json``: a wheel's bytes never change, so neither does what was read
+    of them). Best effort, as ``_save``."""
+    file = _note_file(cache_dir, sha256, key)
+    if file is None:
+        return
+    try:
+        os.makedirs(os.path.dirname(file), exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=os.path.dirname(file), suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump({"format": _FORMAT, "note": value}, out, separators=(",", ":"))
+        os.replace(temp, file)
+    except (OSError, ValueError, TypeError):
         pass
 
 
