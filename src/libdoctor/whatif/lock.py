@@ -114,7 +114,7 @@ def plan_lock(
     selection = select(lock, platform.markers, sync)
     wanted = [p for p in selection.required if not p.local]
     read = functools.partial(_read_package, base=lock.base, platform=platform, options=options)
-    results = each(wanted, read, options.workers)
+    results = each(wanted, read, options.workers, first=lambda p: bool(_members(p)))
     wheels = tuple(r for r in results if isinstance(r, ReadWheel))
     unplanned = tuple(r for r in results if isinstance(r, Unplanned))
     env = _env_to_be(wheels, platform)
