@@ -42,7 +42,7 @@ def run_check(
     """Every check on TARGET, the loader and stack checks in a forked child from the start."""
     native, later = _start_native(target, options)
     disk = RealDisk(target.root)
-    env, states = model_and_states(target, disk)
+    env, states = model_and_states(target, disk, options.cache_dir)
     hashing: dict[str, int] | None = None
     digests = None
     if options.deep:
@@ -50,9 +50,10 @@ def run_check(
         if later is not None:  # the child's stack checks may wait for these
             _send_digests(later, digests)
         hashing = stats.as_dict()
+    files = check_files(env, disk, digests)  # while the child may still be at work
+    caches = cache_findings(env, options.caches)
     native_findings, facts = native()
-    findings = check_files(env, disk, digests) + native_findings
-    findings += cache_findings(env, options.caches)
+    findings = files + native_findings + caches
     return report_of(target, env, disk, findings, hashing, digests, facts)
 
 
@@ -127,6 +128,7 @@ def _start_native(
 
     def work() -> tuple[list[Finding], NativeFacts | None]:  # in the child
         model = native_model(target)  # nothing is read before the fork
-        return native_checks(model, RealDisk(target.root), digests, libraries, options.facts)
+        disk = RealDisk(target.root)
+        return native_checks(model, disk, digests, libraries, options.facts, options.cache_dir)
 
     return started_in_child(work, later), later

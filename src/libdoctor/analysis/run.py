@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class CheckOptions:
     deep: bool = False
-    cache_dir: str | None = None  # None: no hash cache
+    # None: no cache (neither the hash cache nor the parsed files, ``environment.parsed``)
+    cache_dir: str | None = None
     workers: int | None = None
     # None: skip the loader checks. A callable is called where the checks run (possibly a
     # forked child), so the parent never pays for probing the loader or importing it.
@@ -84,6 +85,7 @@ def native_checks(
     digests: Digests | Callable[[], Digests | None] | None = None,
     libraries: LoaderContext | Callable[[], LoaderContext] | None = None,
     facts: bool = False,
+    cache_dir: str | None = None,
 ) -> tuple[list[Finding], NativeFacts | None]:
     """The loader, stack and requirement checks: ELF files, frameworks and Requires-Dist,
     independent of the file checks, needing no RECORD row but those of shared objects (so a
@@ -91,7 +93,8 @@ def native_checks(
 
     DIGESTS may be a function: called only when the stack checks need them, after the loader
     work, so a forked child can start before the hashing that produces them is done. With
-    FACTS, also the facts a snapshot keeps (else None).
+    FACTS, also the facts a snapshot keeps (else None). CACHE_DIR: where the ELF files
+    parsed are kept between runs (``environment.parsed``; None: every file parsed).
     """
     from libdoctor.checks.requirements import check_requirements
     from libdoctor.checks.stack import check_stack
@@ -106,9 +109,13 @@ def native_checks(
         from libdoctor.checks.extensions import check_extensions, fold_cuda_gaps
         from libdoctor.checks.libraries import check_libraries
         from libdoctor.checks.runtime import check_runtime_loads
+        from libdoctor.environment.parsed import ParsedFiles
         from libdoctor.loader.extensions import analyse, library_uses
+        from libdoctor.loader.fs import ELF
 
-        analysis = analyse(env, disk, libraries)
+        parsed = ParsedFiles.load(cache_dir, env.target.prefix, ELF)
+        analysis = analyse(env, disk, libraries, parsed)
+        parsed.save()
         findings += check_libraries(analysis, disk)
         findings += check_runtime_loads(analysis, disk)
         findings = fold_cuda_gaps(findings + check_extensions(analysis, disk))
@@ -155,12 +162,14 @@ def run_check(
     ``analysis.overlap.run_check`` (the same run, the loader work in a forked child) must
     equal, finding for finding."""
     disk = RealDisk(target.root) if disk is None else disk
-    env, states = model_and_states(target, disk)
+    env, states = model_and_states(target, disk, options.cache_dir)
     digests, hashing = None, None
     if options.deep:
         digests, stats = compute_digests(env, disk, options, progress, states)
         hashing = stats.as_dict()
-    native, facts = native_checks(env, disk, digests, options.libraries, options.facts)
+    native, facts = native_checks(
+        env, disk, digests, options.libraries, options.facts, options.cache_dir
+    )
     findings = check_files(env, disk, digests) + native
     findings += cache_findings(env, options.caches)
     return report_of(target, env, disk, findings, hashing, digests, facts)
@@ -178,10 +187,18 @@ def cache_findings(env: Environment, environ: Mapping[str, str] | None) -> list[
     return stale_summary(quick_stale(environ, env.target, versions), env.target.prefix)
 
 
-def model_and_states(target: Target, disk: Disk) -> tuple[Environment, list[FileState] | None]:
+def model_and_states(
+    target: Target, disk: Disk, cache_dir: str | None = None
+) -> tuple[Environment, list[FileState] | None]:
     """The full model, and every claimed file's state fetched at once on the real disk (the
-    --deep shortcut fingerprints them; the checks find them in the disk's memo)."""
-    env = build_environment(target)
+    --deep shortcut fingerprints them; the checks find them in the disk's memo). CACHE_DIR:
+    where parsed RECORDs are kept between runs (None: every RECORD parsed)."""
+    from libdoctor.environment.distributions import scan_target
+    from libdoctor.environment.parsed import RECORDS, ParsedFiles
+
+    records = ParsedFiles.load(cache_dir, target.prefix, RECORDS)
+    env = build_environment(target, scan_target(target, records=records))
+    records.save()
     states = None
     if isinstance(disk, RealDisk):
         pycache = f"{os.sep}__pycache__{os.sep}"  # is_bytecode(), inlined: 22k paths

@@ -93,28 +93,44 @@ class RealDisk:
 
     def prefetch(self, paths: Iterable[str]) -> list[FileState]:
         """stat() every path now, in one tight loop (22k files: the hot path of ``check``);
-        the states, in the order of PATHS."""
-        if self._host is not None:  # inside a root: each path resolved first
+        the states, in the order of PATHS.
+
+        Each file is stat'ed by name in its directory, opened once for the run of paths in
+        it (``O_PATH``: no read permission needed, symlinks followed as a path's walk
+        follows them): the kernel walks one name instead of the whole path, a quarter of
+        the time on a torch env. A directory that cannot be opened, and any file that
+        cannot be stat'ed, is stat'ed by its whole path, as ``stat()`` does."""
+        if self._host is not None or not _AT_DIR:  # inside a root: each path resolved first
             return [self.stat(path) for path in paths]
         cache = self._stats
         stat = os.stat
         new = tuple.__new__  # FileState(...) without the Python-level __new__ frame
         states: list[FileState] = []
         append = states.append
-        for path in paths:
-            state = cache.get(path)
-            if state is None:
-                try:
-                    st = stat(path)
-                except (OSError, ValueError):
-                    state = self.stat(path)  # the rare failure: let stat() classify it
-                else:
-                    regular = S_ISREG(st.st_mode)
-                    state = cache[path] = new(
-                        FileState,
-                        (True, regular, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev, None),
-                    )
-            append(state)
+        here, fd = None, -1  # the directory open now
+        try:
+            for path in paths:
+                state = cache.get(path)
+                if state is None:
+                    head, _, name = path.rpartition("/")
+                    if head != here:
+                        if fd >= 0:
+                            os.close(fd)
+                        here, fd = head, _open_dir(head)
+                    try:
+                        st = stat(name, dir_fd=fd) if fd >= 0 and name else stat(path)
+                    except (OSError, ValueError):
+                        state = self.stat(path)  # the rare failure: let stat() classify it
+                    else:
+                        regular = S_ISREG(st.st_mode)
+                        state = cache[path] = new(
+                            FileState,
+                            (True, regular, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev, None),
+                        )
+                append(state)
+        finally:
+            if fd >= 0:
+                os.close(fd)
         return states
 
     def listdir(self, path: str) -> tuple[str, ...]:
@@ -127,6 +143,20 @@ class RealDisk:
             names = ()
         self._listings[path] = names
         return names
+
+
+# Stat'ing by name in a directory opened with O_PATH: Linux (elsewhere, by whole path).
+_AT_DIR = hasattr(os, "O_PATH") and os.stat in os.supports_dir_fd and os.sep == "/"
+
+
+def _open_dir(path: str) -> int:
+    """PATH (absolute) opened as a directory to stat names in, or -1."""
+    if not path.startswith("/"):
+        return -1
+    try:
+        return os.open(path or "/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return -1
 
 
 class WithoutPaths:
