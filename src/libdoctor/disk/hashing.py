@@ -1,6 +1,6 @@
 """File hashing with a persistent cache outside the target.
 
-What the cache does not hold is read on a pool of threads (``disk.hashpool``). The cache is
+What the cache does not hold is read by a pool of workers (``disk.hashpool``). The cache is
 keyed by (path, size, mtime_ns, inode): an unchanged environment re-verifies without
 reading a byte. It lives in the user's cache dir, never inside the target. Inside a
 ``--root`` each file is opened where the system there would find it (``environment.rooted``).
@@ -261,7 +261,7 @@ def hash_many(
 ) -> dict[tuple[str, str], str | None]:
     """Digest every job's file, spelled as RECORD spells it; None: it could not be read.
 
-    Keys are (path, algorithm). What the cache does not hold is read on WORKERS threads
+    Keys are (path, algorithm). What the cache does not hold is read by WORKERS workers
     (default: the cores this process may use; 1: one by one, in this thread), largest file
     first (``disk.hashpool``). PROGRESS is started only when some file must be read. ROOT:
     the system the paths are read in (``--root``)."""
