@@ -11,7 +11,9 @@ import pytest
 from libdoctor.disk.hashing import HashCache, HashJob, HashStats, hash_many
 from libdoctor.disk.hashpool import (
     CHUNK,
+    available_cores,
     batches_of,
+    cgroup_cpus,
     digest_in_pool,
     digest_one_by_one,
     largest_first,
@@ -130,3 +132,33 @@ def test_hash_many_on_one_worker_equals_the_pool(
     assert pool_stats.errors == 3 and pool_stats.files_hashed == len(jobs) - 3
     read = [job for job, value in zip(jobs, reference, strict=True) if value is not None]
     assert pool_stats.bytes_hashed == sum(job.state.size for job in read)
+
+
+@pytest.mark.parametrize(
+    ("cgroup", "files", "cpus"),
+    [
+        ("0::/ci/job\n", {"ci/job/cpu.max": "150000 100000\n"}, 2),  # v2: 1.5 CPUs
+        ("0::/\n", {"cpu.max": "max 100000\n"}, None),  # v2, no quota
+        (
+            "4:cpu,cpuacct:/docker/x\n",
+            {
+                "cpu,cpuacct/docker/x/cpu.cfs_quota_us": "200000",
+                "cpu,cpuacct/docker/x/cpu.cfs_period_us": "100000",
+            },
+            2,
+        ),
+        ("1:cpu:/\n", {"cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.cfs_period_us": "100000"}, None),
+        ("0::/gone\n", {}, None),  # nothing readable
+        ("garbage without colons\n", {}, None),
+    ],
+)
+def test_a_cgroup_cpu_quota_bounds_the_workers(
+    tmp_path: Path, cgroup: str, files: dict[str, str], cpus: int | None
+) -> None:
+    """A container given 2 CPUs of a big host forks 1 child, not one per host core."""
+    (tmp_path / "cgroup").write_text(cgroup)
+    for name, text in files.items():
+        (tmp_path / "fs" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "fs" / name).write_text(text)
+    assert cgroup_cpus(str(tmp_path / "cgroup"), str(tmp_path / "fs")) == cpus
+    assert 1 <= available_cores() <= (os.cpu_count() or 1)

@@ -35,6 +35,7 @@ from libdoctor.disk.stat import FileState
 __all__ = [
     "available_cores",
     "batches_of",
+    "cgroup_cpus",
     "digest_file",
     "digest_in_pool",
     "digest_one_by_one",
@@ -70,11 +71,47 @@ _PENDING: Any = object()  # a value slot no worker has filled yet
 
 
 def available_cores() -> int:
-    """The cores this process may run on (its affinity mask), not the machine's."""
+    """The cores this process may run on, not the machine's: its affinity mask, and its
+    cgroup's CPU quota (a container given 2 CPUs of a 64-core host: 2, not 63 children)."""
     try:
-        return len(os.sched_getaffinity(0)) or 1
+        cores = len(os.sched_getaffinity(0)) or 1
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    quota = cgroup_cpus()
+    return max(1, min(cores, quota)) if quota else cores
+
+
+def cgroup_cpus(proc: str = "/proc/self/cgroup", mount: str = "/sys/fs/cgroup") -> int | None:
+    """The CPU quota of this process's cgroup in whole CPUs (rounded up): cgroup v2's
+    ``cpu.max``, else v1's ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``; None: no quota, or
+    none readable."""
+    try:
+        with open(proc, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read(65536).splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = [*line.split(":", 2), "", ""][:3]
+        if controllers == "":  # v2: "0::/path"
+            numbers = _read_words(f"{mount}{path.rstrip('/')}/cpu.max")
+        elif "cpu" in controllers.split(","):  # v1: "4:cpu,cpuacct:/path"
+            base = f"{mount}/{controllers}{path.rstrip('/')}/cpu.cfs_"
+            numbers = _read_words(base + "quota_us") + _read_words(base + "period_us")
+        else:
+            continue
+        if len(numbers) >= 2 and numbers[0].isdigit() and numbers[1].isdigit():
+            quota, period = int(numbers[0]), int(numbers[1])
+            if quota > 0 and period > 0:
+                return -(-quota // period)
+    return None
+
+
+def _read_words(path: str) -> list[str]:
+    try:
+        with open(path, encoding="ascii", errors="replace") as handle:
+            return handle.read(256).split()
+    except OSError:
+        return []
 
 
 def largest_first(jobs: list[J]) -> None:
