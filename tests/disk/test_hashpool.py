@@ -11,6 +11,7 @@ import pytest
 from libdoctor.disk.hashing import HashCache, HashJob, HashStats, hash_many
 from libdoctor.disk.hashpool import (
     CHUNK,
+    Tickets,
     available_cores,
     batches_of,
     cgroup_cpus,
@@ -162,3 +163,16 @@ def test_a_cgroup_cpu_quota_bounds_the_workers(
         (tmp_path / "fs" / name).write_text(text)
     assert cgroup_cpus(str(tmp_path / "cgroup"), str(tmp_path / "fs")) == cpus
     assert 1 <= available_cores() <= (os.cpu_count() or 1)
+
+
+@pytest.mark.parametrize("count", [0, 3, 700, 100_000])
+def test_every_ticket_is_taken_once_even_when_the_pipe_cannot_hold_them(count: int) -> None:
+    """100,000 tickets (400 kB) do not fit a pipe: the queue counts in this process instead
+    (threads only), never blocking on the write."""
+    tickets = Tickets(count)
+    taken = []
+    while (number := tickets.take()) is not None:
+        taken.append(number)
+    tickets.close()
+    assert taken == list(range(count))
+    assert tickets.broken == (count == 100_000)

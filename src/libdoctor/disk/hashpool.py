@@ -33,6 +33,7 @@ from typing import Any, Protocol, TypeVar
 from libdoctor.disk.stat import FileState
 
 __all__ = [
+    "Tickets",
     "available_cores",
     "batches_of",
     "cgroup_cpus",
@@ -216,7 +217,7 @@ def digest_in_pool(
     where forking is not safe, WORKERS threads."""
     values: list[Any] = [_PENDING] * len(todo)
     batches = batches_of(todo)
-    tickets = _Tickets(len(batches))
+    tickets = Tickets(len(batches))
     counters = _Counters(workers)
     children: list[_Child] = []
     try:
@@ -270,7 +271,7 @@ def batches_of(todo: Sequence[Job]) -> list[tuple[int, int]]:
     return batches
 
 
-class _Tickets:
+class Tickets:
     """The work queue: the numbers of the batches, all written at once into a pipe; each
     worker takes the next with one 4-byte read, which the kernel gives one reader alone.
     Empty: every batch is taken."""
@@ -336,7 +337,7 @@ class _Counters:
 def _work(
     todo: Sequence[Job],
     batches: list[tuple[int, int]],
-    tickets: _Tickets,
+    tickets: Tickets,
     values: list[Any],
     reader: _Reader,
     counters: _Counters,
@@ -362,7 +363,7 @@ def _work(
 def _in_threads(
     todo: Sequence[Job],
     batches: list[tuple[int, int]],
-    tickets: _Tickets,
+    tickets: Tickets,
     values: list[Any],
     workers: int,
     host: Callable[[str], str] | None,
@@ -396,7 +397,7 @@ class _Child:
         cls,
         todo: Sequence[Job],
         batches: list[tuple[int, int]],
-        tickets: _Tickets,
+        tickets: Tickets,
         host: Callable[[str], str] | None,
         counters: _Counters,
         slot: int,
