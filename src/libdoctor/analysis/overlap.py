@@ -42,7 +42,7 @@ def run_check(
     """Every check on TARGET, the loader and stack checks in a forked child from the start."""
     native, later = _start_native(target, options)
     disk = RealDisk(target.root)
-    env, states = model_and_states(target, disk)
+    env, states = model_and_states(target, disk, options.deep)
     hashing: dict[str, int] | None = None
     digests = None
     if options.deep:

@@ -155,7 +155,7 @@ def run_check(
     ``analysis.overlap.run_check`` (the same run, the loader work in a forked child) must
     equal, finding for finding."""
     disk = RealDisk(target.root) if disk is None else disk
-    env, states = model_and_states(target, disk)
+    env, states = model_and_states(target, disk, options.deep)
     digests, hashing = None, None
     if options.deep:
         digests, stats = compute_digests(env, disk, options, progress, states)
@@ -178,15 +178,19 @@ def cache_findings(env: Environment, environ: Mapping[str, str] | None) -> list[
     return stale_summary(quick_stale(environ, env.target, versions), env.target.prefix)
 
 
-def model_and_states(target: Target, disk: Disk) -> tuple[Environment, list[FileState] | None]:
+def model_and_states(
+    target: Target, disk: Disk, deep: bool = True
+) -> tuple[Environment, list[FileState] | None]:
     """The full model, and every claimed file's state fetched at once on the real disk (the
-    --deep shortcut fingerprints them; the checks find them in the disk's memo)."""
+    checks find them in the disk's memo); the states are returned for DEEP only (its
+    shortcut fingerprints them), else None: a million of them are 200 MB."""
     env = build_environment(target)
     states = None
     if isinstance(disk, RealDisk):
         pycache = f"{os.sep}__pycache__{os.sep}"  # is_bytecode(), inlined: 22k paths
-        states = disk.prefetch(p for p in env.claims if not (p.endswith(".pyc") and pycache in p))
-    return env, states
+        paths = (p for p in env.claims if not (p.endswith(".pyc") and pycache in p))
+        states = disk.prefetch(paths, states=deep)
+    return env, states if deep else None
 
 
 def report_of(

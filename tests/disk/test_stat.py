@@ -1,0 +1,80 @@
+"""RealDisk's memo keeps a regular file's state packed into one int: what it answers is the
+FileState a fresh ``os.stat`` gives, whichever way the state was first read."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from stat import S_ISREG
+
+import pytest
+
+from libdoctor.disk.stat import MISSING, FileState, RealDisk
+
+
+def _expected(path: Path) -> FileState:
+    st = os.stat(path)
+    return FileState(
+        True, S_ISREG(st.st_mode), st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev, None
+    )
+
+
+def _tree(tmp_path: Path) -> dict[str, Path]:
+    files = {
+        "empty": tmp_path / "empty",
+        "small": tmp_path / "small.py",
+        "big": tmp_path / "big.bin",
+        "dir": tmp_path / "sub",
+        "old": tmp_path / "old.py",  # an mtime before 1970: not packed
+    }
+    files["empty"].write_bytes(b"")
+    files["small"].write_bytes(b"x = 1\n")
+    with open(files["big"], "wb") as handle:
+        handle.truncate(5 << 30)  # sparse: a size past 32 bits
+    files["dir"].mkdir()
+    files["old"].write_bytes(b"old\n")
+    os.utime(files["old"], ns=(-1_500_000_000, -1_500_000_000))
+    return files
+
+
+@pytest.mark.parametrize("prefetched", [False, True])
+def test_states_are_the_disk_s(tmp_path: Path, prefetched: bool) -> None:
+    files = _tree(tmp_path)
+    disk = RealDisk()
+    paths = [str(p) for p in files.values()]
+    if prefetched:
+        assert disk.prefetch(paths, states=False) == []
+    for path in files.values():
+        assert disk.stat(str(path)) == _expected(path)
+        assert disk.stat(str(path)) == _expected(path)  # from the memo
+    assert disk.stat(str(tmp_path / "absent")) == MISSING
+
+
+def test_prefetch_returns_the_states_in_order(tmp_path: Path) -> None:
+    files = _tree(tmp_path)
+    disk = RealDisk()
+    paths = [str(p) for p in files.values()]
+    disk.stat(paths[1])  # one already in the memo
+    expected = [_expected(p) for p in files.values()]
+    assert disk.prefetch(paths) == expected
+    assert disk.prefetch(paths) == expected
+    assert [disk.stat(p) for p in paths] == expected
+
+
+def test_a_file_on_another_device(tmp_path: Path) -> None:
+    """Packed states share one device; a file on another keeps its own."""
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm to hold a file on another device")
+    local = tmp_path / "here.py"
+    local.write_bytes(b"here\n")
+    with tempfile.NamedTemporaryFile(dir="/dev/shm") as other:
+        other.write(b"there\n")
+        other.flush()
+        there = Path(other.name)
+        if os.stat(there).st_dev == os.stat(local).st_dev:
+            pytest.skip("/dev/shm is on the same device here")
+        for order in ([local, there], [there, local]):
+            disk = RealDisk()
+            disk.prefetch([str(p) for p in order], states=False)
+            assert [disk.stat(str(p)) for p in order] == [_expected(p) for p in order]
