@@ -70,7 +70,8 @@ def _make_dist(site: str, index: int, total: int, extension: bytes | None) -> No
         "METADATA": (
             f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{requires}"
         ).encode(),
-        "WHEEL": b"Wheel-Version: 1.0\nGenerator: bench\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        "WHEEL": b"Wheel-Version: 1.0\nGenerator: bench\nRoot-Is-Purelib: true\n"
+        b"Tag: py3-none-any\n",
         "INSTALLER": b"pip\n",
     }
     os.makedirs(os.path.join(site, info))

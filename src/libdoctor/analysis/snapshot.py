@@ -20,6 +20,7 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from libdoctor import __version__
@@ -39,7 +40,9 @@ from libdoctor.findings import Finding
 
 if TYPE_CHECKING:
     from libdoctor.analysis.run import Report
+    from libdoctor.checks.verdict import Digests
     from libdoctor.disk.hashing import ProgressFactory
+    from libdoctor.disk.stat import Disk
     from libdoctor.environment.distributions import Distribution
     from libdoctor.environment.model import Environment
     from libdoctor.environment.target import Target
@@ -231,33 +234,50 @@ def _dist_records(report: Report, deep: bool) -> tuple[DistRecord, ...]:
     assert env is not None and disk is not None
     extras = report.facts.extras if report.facts is not None else {}
     prefix = env.target.prefix
-    scripts = tuple(os.path.join(prefix, d) for d in ("bin", "Scripts"))
-    pycache = f"{os.sep}__pycache__{os.sep}"  # is_bytecode(), inlined: 22k paths
-    records = []
-    for dist in env.distributions:
-        rows = []
-        for claim in env.claims_of(dist):
-            if claim.path.endswith(".pyc") and pycache in claim.path:
-                continue
-            state = disk.stat(claim.path)
-            size = state.size if state.is_file and not state.error else None
-            entry = claim.entry
-            if size is not None and claim.path.startswith(scripts):
-                row = _script_row(claim.path, entry.path, prefix)
-                if row is not None:
-                    rows.append(row)
-                    continue
-            if deep:
-                digest = None
-                if entry.hash and digests is not None and size is not None:
-                    digest = digests.get((claim.path, entry.hash.partition("=")[0]))
-                rows.append(FileRow(_shown(entry.path), size, entry.hash, digest))
-            else:
-                rows.append(FileRow(_shown(entry.path), size, entry.hash))
-        mine = extras.get(dist.metadata_dir, ())
-        rows.sort(key=_by_path)  # by path alone: a RECORD may repeat one (None sizes)
-        records.append(_dist_record(dist, env.target.prefix, mine, tuple(rows)))
+    records = [
+        _dist_record(
+            dist,
+            prefix,
+            extras.get(dist.metadata_dir, ()),
+            _file_rows(env, dist, disk, digests if deep else None),
+        )
+        for dist in env.distributions
+    ]
     return tuple(sorted(records, key=lambda d: (d.key, d.version, d.site, d.metadata)))
+
+
+def _file_rows(
+    env: Environment, dist: Distribution, disk: Disk, digests: Digests | None
+) -> tuple[FileRow, ...]:
+    """DIST's rows, by path alone (a RECORD may repeat one, with None sizes); DIGESTS: the
+    --deep column. One pass, no call a row does not need: a million rows in a big env."""
+    prefix = env.target.prefix
+    scripts = tuple(os.path.join(prefix, d) for d in ("bin", "Scripts"))
+    pycache = f"{os.sep}__pycache__{os.sep}"  # is_bytecode(), inlined
+    stat = disk.stat
+    new = tuple.__new__  # FileRow(...) without the Python-level __new__ frame
+    rows: list[FileRow] = []
+    append = rows.append
+    for _, entry, path in env.claims_of(dist):
+        if path.endswith(".pyc") and pycache in path:
+            continue
+        state = stat(path)
+        size = state.size if state.is_file and not state.error else None
+        if size is not None and path.startswith(scripts):
+            row = _script_row(path, entry.path, prefix)
+            if row is not None:
+                append(row)
+                continue
+        digest = None
+        if digests is not None and entry.hash and size is not None:
+            digest = digests.get((path, entry.hash.partition("=")[0]))
+        shown = entry.path if entry.path.isascii() else display(entry.path)
+        append(new(FileRow, (shown, size, entry.hash, digest)))
+    rows.sort(key=_PATH)
+    return tuple(rows)
+
+
+_PATH = itemgetter(0)  # a FileRow's path: rows sort by it alone
 
 
 PREFIX_WORD = b"{prefix}"
@@ -283,14 +303,6 @@ def _script_row(path: str, relative: str, prefix: str) -> FileRow | None:
     data = data.replace(raw, PREFIX_WORD)
     digest = PORTABLE + spell_hash("sha256", hashlib.sha256(data).digest())
     return FileRow(display(relative), len(data), digest)
-
-
-def _by_path(row: FileRow) -> str:
-    return row.path
-
-
-def _shown(path: str) -> str:
-    return path if path.isascii() else display(path)
 
 
 def _dist_record(
@@ -462,9 +474,10 @@ def _dist_document(dist: DistRecord) -> dict[str, Any]:
 
 
 def encode(snap: Snapshot, *, gzipped: bool = False) -> bytes:
-    """The file's bytes: the same snapshot, the same bytes."""
+    """The file's bytes: the same snapshot, the same bytes. Gzip at level 1: a torch env's
+    1.8 MB in half the time of level 6, for 6% more bytes (0.75 MB, not 0.71)."""
     data = (canonical_json(to_document(snap)) + "\n").encode("utf-8")
-    return gzip.compress(data, compresslevel=6, mtime=0) if gzipped else data
+    return gzip.compress(data, compresslevel=1, mtime=0) if gzipped else data
 
 
 def write_snapshot(snap: Snapshot, path: str) -> None:
