@@ -5,13 +5,14 @@ distributions, and ``files-1000000``, 2,000 distributions; 500 recorded files ea
 Python files with their real sha256 and size in a pip-style RECORD, the metadata files, and
 in every 50th distribution an ELF extension module built by gcc), each finished by a
 ``complete`` marker so a second ``make`` reuses it. ``run DIR`` checks each environment in
-paired rounds (a child per run, its peak RSS from ``wait4``'s ``ru_maxrss``) and reports the
-per-file cost and the peak. Budget (issue 26): the 1M per-file cost within 1.3x of 200k's,
-peak under 600 MB.
+paired rounds (a child per run, its peak RSS and CPU time from ``wait4``) and reports the
+per-file cost (CPU: less moved by other load than wall) and the peak; ``--compare SRC`` runs
+the same with another libdoctor tree's ``src`` first on the path, in the same rounds.
+Budget (issue 26): the 1M per-file cost within 1.3x of 200k's, peak under 600 MB.
 
     python -m compileall -q src   # else every run pays to compile libdoctor
     python bench/bench_scale.py make /big/disk/dir       # ~1.2M small files, a few minutes
-    python bench/bench_scale.py run /big/disk/dir [--rounds 3] [--snapshot]
+    python bench/bench_scale.py run /big/disk/dir [--rounds 3] [--snapshot] [--compare SRC]
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 FILES_PER_DIST = 500
 SIZES = {200_000: 400, 1_000_000: 2_000}  # recorded files -> distributions
@@ -120,8 +122,9 @@ def _env(root: Path, files: int) -> Path:
     return root / f"files-{files}"
 
 
-# Runs ARGV in a child and writes its peak RSS (KiB) to the first argument: the launcher's
-# own pages are not the child's (a child forked from a big parent would report them).
+# Runs ARGV in a child and writes its peak RSS (KiB) and CPU seconds to the first argument:
+# the launcher's own pages are not the child's (a child forked from a big parent would
+# report them as its peak).
 _LAUNCH = """
 import os, sys
 pid = os.fork()
@@ -130,58 +133,72 @@ if pid == 0:
     os.execv(sys.argv[2], sys.argv[2:])
 _, status, usage = os.wait4(pid, 0)
 with open(sys.argv[1], "w") as out:
-    out.write(str(usage.ru_maxrss))
+    out.write(f"{usage.ru_maxrss} {usage.ru_utime + usage.ru_stime}")
 sys.exit(os.waitstatus_to_exitcode(status) % 256)
 """
 
 
-def measured(argv: list[str], peak: str) -> tuple[float, float]:
-    """(seconds, peak RSS in MB) of ARGV."""
+class Run(NamedTuple):
+    wall: float
+    cpu: float
+    peak_mb: float
+
+
+def measured(argv: list[str], env: dict[str, str], peak: str) -> Run:
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-c", _LAUNCH, peak, *argv], stderr=subprocess.PIPE, check=False
+        [sys.executable, "-c", _LAUNCH, peak, *argv],
+        stderr=subprocess.PIPE,
+        env=env,
+        check=False,
     )
     elapsed = time.perf_counter() - start
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{argv} failed ({proc.returncode}): {proc.stderr.decode().strip()}")
-    return elapsed, int(Path(peak).read_text()) / 1024
+    kib, cpu = Path(peak).read_text().split()
+    return Run(elapsed, float(cpu), int(kib) / 1024)
 
 
-def run(root: Path, rounds: int, snapshot: bool) -> None:
+def run(root: Path, rounds: int, snapshot: bool, compare: Path | None) -> None:
     libdoctor = [sys.executable, "-m", "libdoctor"]
+    trees = {"": dict(os.environ)}
+    if compare is not None:
+        paths = [str(compare), os.environ.get("PYTHONPATH", "")]
+        trees[f" [{compare}]"] = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
     with tempfile.TemporaryDirectory(prefix="libdoctor-bench-") as work:
-        commands: dict[str, tuple[int, list[str]]] = {}
-        for files in SIZES:
-            env = str(_env(root, files))
-            commands[f"check {files}"] = (files, [*libdoctor, "check", env, "--no-cache"])
-            if snapshot:
-                out = os.path.join(work, f"s{files}.json.gz")
-                commands[f"snapshot.gz {files}"] = (
-                    files,
-                    [*libdoctor, "snapshot", env, "-o", out],
-                )
+        commands: dict[str, tuple[int, list[str], dict[str, str]]] = {}
+        for label, environ in trees.items():
+            for files in SIZES:
+                env = str(_env(root, files))
+                argv = [*libdoctor, "check", env, "--no-cache"]
+                commands[f"check {files}{label}"] = (files, argv, environ)
+                if snapshot:
+                    out = os.path.join(work, f"s{files}.json.gz")
+                    argv = [*libdoctor, "snapshot", env, "-o", out]
+                    commands[f"snapshot.gz {files}{label}"] = (files, argv, environ)
         peak = os.path.join(work, "peak")
-        for _, argv in commands.values():  # warm the page cache
-            measured(argv, peak)
-        times: dict[str, list[float]] = {name: [] for name in commands}
-        peaks: dict[str, float] = dict.fromkeys(commands, 0.0)
+        for _, argv, environ in commands.values():  # warm the page cache
+            measured(argv, environ, peak)
+        runs: dict[str, list[Run]] = {name: [] for name in commands}
         for round_ in range(rounds):
             names = list(commands)
             for name in names if round_ % 2 == 0 else reversed(names):
-                seconds, mb = measured(commands[name][1], peak)
-                times[name].append(seconds)
-                peaks[name] = max(peaks[name], mb)
+                _, argv, environ = commands[name]
+                runs[name].append(measured(argv, environ, peak))
     print(f"{root}: {rounds} rounds, medians; load {os.getloadavg()[0]:.2f}")
-    print("| command | median s | us per file | vs 200k | peak RSS MB |")
-    print("|---|---|---|---|---|")
+    print("| command | wall s | CPU s | CPU us per file | vs 200k | peak RSS MB |")
+    print("|---|---|---|---|---|---|")
     base: dict[str, float] = {}
-    for name, (files, _) in commands.items():
-        per_file = statistics.median(times[name]) / files * 1e6
-        kind = name.split()[0]
+    for name, (files, _, _) in commands.items():
+        wall = statistics.median(r.wall for r in runs[name])
+        cpu = statistics.median(r.cpu for r in runs[name])
+        per_file = cpu / files * 1e6
+        kind = name.split(" ", 2)[0] + name.partition("]")[0].partition("[")[2]
         base.setdefault(kind, per_file)
+        peak_mb = max(r.peak_mb for r in runs[name])
         print(
-            f"| {name} | {statistics.median(times[name]):.2f} | {per_file:.2f} | "
-            f"{per_file / base[kind]:.2f}x | {peaks[name]:.0f} |"
+            f"| {name} | {wall:.2f} | {cpu:.2f} | {per_file:.2f} | "
+            f"{per_file / base[kind]:.2f}x | {peak_mb:.0f} |"
         )
 
 
@@ -191,6 +208,7 @@ def main() -> int:
     parser.add_argument("root", type=Path, help="where the environments are (made)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--snapshot", action="store_true", help="also time snapshot -o X.gz")
+    parser.add_argument("--compare", type=Path, help="another libdoctor's src directory")
     args = parser.parse_args()
     if args.action == "make":
         args.root.mkdir(parents=True, exist_ok=True)
@@ -199,7 +217,7 @@ def main() -> int:
         for files, dists in SIZES.items():
             make_env(_env(args.root, files), dists, extension)
     else:
-        run(args.root.resolve(), args.rounds, args.snapshot)
+        run(args.root.resolve(), args.rounds, args.snapshot, args.compare)
     return 0
 
 
