@@ -1,5 +1,6 @@
-"""RealDisk's memo keeps a regular file's state packed into one int: what it answers is the
-FileState a fresh ``os.stat`` gives, whichever way the state was first read."""
+"""RealDisk's memo keeps a regular file's state packed into one int (or, told not to
+remember files, none): what it answers is the FileState a fresh ``os.stat`` gives,
+whichever way the state was first read."""
 
 from __future__ import annotations
 
@@ -38,10 +39,10 @@ def _tree(tmp_path: Path) -> dict[str, Path]:
     return files
 
 
-@pytest.mark.parametrize("prefetched", [False, True])
-def test_states_are_the_disk_s(tmp_path: Path, prefetched: bool) -> None:
+@pytest.mark.parametrize(("prefetched", "remember"), [(False, True), (True, True), (True, False)])
+def test_states_are_the_disk_s(tmp_path: Path, prefetched: bool, remember: bool) -> None:
     files = _tree(tmp_path)
-    disk = RealDisk()
+    disk = RealDisk(remember_files=remember)
     paths = [str(p) for p in files.values()]
     if prefetched:
         assert disk.prefetch(paths, states=False) == []
@@ -60,6 +61,9 @@ def test_prefetch_returns_the_states_in_order(tmp_path: Path) -> None:
     assert disk.prefetch(paths) == expected
     assert disk.prefetch(paths) == expected
     assert [disk.stat(p) for p in paths] == expected
+    forgetting = RealDisk(remember_files=False)
+    assert forgetting.prefetch(paths) == expected
+    assert [forgetting.stat(p) for p in paths] == expected
 
 
 def test_a_file_on_another_device(tmp_path: Path) -> None:

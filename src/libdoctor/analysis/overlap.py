@@ -22,6 +22,7 @@ from libdoctor.analysis.run import (
     compute_digests,
     model_and_states,
     native_checks,
+    remembers,
     report_of,
 )
 from libdoctor.checks.files import check_files
@@ -41,7 +42,7 @@ def run_check(
 ) -> Report:
     """Every check on TARGET, the loader and stack checks in a forked child from the start."""
     native, later = _start_native(target, options)
-    disk = RealDisk(target.root)
+    disk = RealDisk(target.root, remembers(options))
     env, states = model_and_states(target, disk, options.deep)
     hashing: dict[str, int] | None = None
     digests = None

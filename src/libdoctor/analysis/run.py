@@ -154,7 +154,7 @@ def run_check(
     """Every check on TARGET, one step after the other: the reference that
     ``analysis.overlap.run_check`` (the same run, the loader work in a forked child) must
     equal, finding for finding."""
-    disk = RealDisk(target.root) if disk is None else disk
+    disk = RealDisk(target.root, remembers(options)) if disk is None else disk
     env, states = model_and_states(target, disk, options.deep)
     digests, hashing = None, None
     if options.deep:
@@ -178,15 +178,22 @@ def cache_findings(env: Environment, environ: Mapping[str, str] | None) -> list[
     return stale_summary(quick_stale(environ, env.target, versions), env.target.prefix)
 
 
+def remembers(options: CheckOptions) -> bool:
+    """Whether a run's disk keeps every file's state: for --deep (it states each file
+    again, to hash it) and a snapshot (it writes each file's size), not for a plain check,
+    which asks each file's once (a million recorded files: 90 MB)."""
+    return options.deep or options.facts
+
+
 def model_and_states(
     target: Target, disk: Disk, deep: bool = True
 ) -> tuple[Environment, list[FileState] | None]:
-    """The full model, and every claimed file's state fetched at once on the real disk (the
-    checks find them in the disk's memo); the states are returned for DEEP only (its
-    shortcut fingerprints them), else None: a million of them are 200 MB."""
+    """The full model, and every claimed file's state fetched at once on a real disk that
+    remembers them (the checks find them in its memo); the states are returned for DEEP
+    only (its shortcut fingerprints them), else None: a million of them are 200 MB."""
     env = build_environment(target)
     states = None
-    if isinstance(disk, RealDisk):
+    if isinstance(disk, RealDisk) and disk.remember_files:
         pycache = f"{os.sep}__pycache__{os.sep}"  # is_bytecode(), inlined: 22k paths
         paths = (p for p in env.claims if not (p.endswith(".pyc") and pycache in p))
         states = disk.prefetch(paths, states=deep)

@@ -65,9 +65,12 @@ class Disk(Protocol):
 
 class RealDisk:
     """Reads the file system (of the system at ROOT: every path resolved inside it); never
-    writes. Results are memoised for one run, by the path as the model names it."""
+    writes. Results are memoised for one run, by the path as the model names it; with
+    REMEMBER_FILES false, a regular file's state is not: a run that reads each file's state
+    once (a plain ``check``) keeps 90 bytes less per file, 90 MB in a million."""
 
-    def __init__(self, root: str = "/") -> None:
+    def __init__(self, root: str = "/", remember_files: bool = True) -> None:
+        self.remember_files = remember_files
         # A regular file on the device most are on is kept packed into one int (_packed),
         # any other state as it is: a million FileStates with their ints hold 200 MB,
         # packed 50.
@@ -105,11 +108,14 @@ class RealDisk:
         except ValueError:  # embedded NUL in a RECORD path
             state = FileState(exists=False, error="invalid path")
         else:
-            state = FileState(
-                True, S_ISREG(st.st_mode), st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev
+            regular = S_ISREG(st.st_mode)
+            state = tuple.__new__(  # FileState(...) without the Python-level __new__ frame
+                FileState,
+                (True, regular, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev, None),
             )
-            if state.is_file:
-                self._stats[path] = self._packed(st)
+            if regular:
+                if self.remember_files:
+                    self._stats[path] = self._packed(st)
                 return state
         self._stats[path] = state
         return state
@@ -131,7 +137,7 @@ class RealDisk:
     def prefetch(self, paths: Iterable[str], states: bool = True) -> list[FileState]:
         """stat() every path now, in one tight loop (22k files: the hot path of ``check``);
         the states, in the order of PATHS (STATES false: none, only the memo filled)."""
-        if self._host is not None:  # inside a root: each path resolved first
+        if self._host is not None or not self.remember_files:  # each path as stat() does
             found = [self.stat(path) for path in paths]
             return found if states else []
         cache = self._stats
