@@ -19,7 +19,7 @@ import pytest
 
 from libdoctor.analysis import run
 from libdoctor.analysis import snapshot as snap_module
-from libdoctor.analysis.snapshot import FileRow, decode, encode, take_snapshot
+from libdoctor.analysis.snapshot import FileRow, decode, encode, snapshot_target, take_snapshot
 from libdoctor.environment.target import from_directory
 
 
@@ -120,6 +120,9 @@ def test_the_writer_writes_what_the_plain_one_did(env: Path, deep: bool) -> None
     assert rows["../../../bin/alpha-tool"].hash.startswith(snap_module.PORTABLE)
     assert "alpha/caf\u00e9.py" in rows
     assert (rows["beta/data.txt"].digest is not None) is deep
+    # As `libdoctor snapshot` takes it: the rows made while the loader work runs.
+    taken = snapshot_target(target, node="node", deep=deep, environ={}, forked=False)
+    assert taken.distributions == snap.distributions
     data = encode(snap)
     assert gzip.decompress(encode(snap, gzipped=True)) == data
     assert encode(decode(data, "test")) == data  # it reads back as it was written

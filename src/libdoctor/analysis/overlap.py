@@ -51,8 +51,13 @@ def run_check(
         if later is not None:  # the child's stack checks may wait for these
             _send_digests(later, digests)
         hashing = stats.as_dict()
+    # While the child may still be at the loader work: the file checks, and what the
+    # caller asked to be done with the model meanwhile (a snapshot's file rows).
+    file_findings = check_files(env, disk, digests)
+    if options.meanwhile is not None:
+        options.meanwhile(env, disk, digests)
     native_findings, facts = native()
-    findings = check_files(env, disk, digests) + native_findings
+    findings = file_findings + native_findings
     findings += cache_findings(env, options.caches)
     return report_of(target, env, disk, findings, hashing, digests, facts)
 

@@ -40,6 +40,10 @@ class CheckOptions:
     # The variables the target's tools run with, to find their compile caches (one bounded
     # look, ``stack.caches.quick_stale``); None: caches are not looked at.
     caches: Mapping[str, str] | None = None
+    # Called with the model, the disk and the digests once the file checks are done, in the
+    # process that made them, while a forked child may still run the loader checks (a
+    # snapshot builds its file rows there).
+    meanwhile: Callable[[Environment, Disk, Digests | None], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,8 +164,11 @@ def run_check(
     if options.deep:
         digests, stats = compute_digests(env, disk, options, progress, states)
         hashing = stats.as_dict()
+    file_findings = check_files(env, disk, digests)
+    if options.meanwhile is not None:
+        options.meanwhile(env, disk, digests)
     native, facts = native_checks(env, disk, digests, options.libraries, options.facts)
-    findings = check_files(env, disk, digests) + native
+    findings = file_findings + native
     findings += cache_findings(env, options.caches)
     return report_of(target, env, disk, findings, hashing, digests, facts)
 

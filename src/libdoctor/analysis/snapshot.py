@@ -197,22 +197,33 @@ def snapshot_target(
 
     from libdoctor.analysis import overlap, run
 
+    rows: dict[str, tuple[FileRow, ...]] = {}
+
+    def file_rows(env: Environment, disk: Disk, digests: Digests | None) -> None:
+        rows.update(all_file_rows(env, disk, digests if deep else None))
+
     options = run.CheckOptions(
         deep=deep,
         cache_dir=cache_dir,
         libraries=functools.partial(run.loader_context, dict(environ), cwd or os.getcwd()),
         facts=True,
+        meanwhile=file_rows,  # while the forked child is at the loader work
     )
     report = (overlap.run_check if forked else run.run_check)(target, options, progress=progress)
-    return take_snapshot(report, node, deep)
+    return take_snapshot(report, node, deep, rows)
 
 
-def take_snapshot(report: Report, node: str, deep: bool) -> Snapshot:
+def take_snapshot(
+    report: Report, node: str, deep: bool, rows: Mapping[str, tuple[FileRow, ...]] | None = None
+) -> Snapshot:
     """The snapshot of a finished ``check`` run (with ``facts``): its model, disk
-    view, digests and findings."""
+    view, digests and findings. ROWS: each distribution's file rows by metadata dir, made
+    already (``all_file_rows``)."""
     env, disk = report.environment, report.disk
     if env is None or disk is None:
         raise LibdoctorError("a snapshot needs the run's model (internal error)")
+    if rows is None:
+        rows = all_file_rows(env, disk, report.digests if deep else None)
     prefix = env.target.prefix
     facts = machine_facts(env.target.python_version, prefix)
     return Snapshot(
@@ -221,7 +232,7 @@ def take_snapshot(report: Report, node: str, deep: bool) -> Snapshot:
         deep=deep,
         interpreter=facts["interpreter"],
         platform=facts["platform"],
-        distributions=_dist_records(report, deep),
+        distributions=_dist_records(report, rows),
         libraries=_library_records(report),
         frameworks=_frameworks(env),
         cuda_packages=_cuda_packages(env),
@@ -229,21 +240,25 @@ def take_snapshot(report: Report, node: str, deep: bool) -> Snapshot:
     )
 
 
-def _dist_records(report: Report, deep: bool) -> tuple[DistRecord, ...]:
-    env, disk, digests = report.environment, report.disk, report.digests
-    assert env is not None and disk is not None
+def _dist_records(
+    report: Report, rows: Mapping[str, tuple[FileRow, ...]]
+) -> tuple[DistRecord, ...]:
+    env = report.environment
+    assert env is not None
     extras = report.facts.extras if report.facts is not None else {}
     prefix = env.target.prefix
     records = [
-        _dist_record(
-            dist,
-            prefix,
-            extras.get(dist.metadata_dir, ()),
-            _file_rows(env, dist, disk, digests if deep else None),
-        )
+        _dist_record(dist, prefix, extras.get(dist.metadata_dir, ()), rows[dist.metadata_dir])
         for dist in env.distributions
     ]
     return tuple(sorted(records, key=lambda d: (d.key, d.version, d.site, d.metadata)))
+
+
+def all_file_rows(
+    env: Environment, disk: Disk, digests: Digests | None
+) -> dict[str, tuple[FileRow, ...]]:
+    """Every distribution's file rows, by metadata dir; DIGESTS: the --deep column."""
+    return {dist.metadata_dir: _file_rows(env, dist, disk, digests) for dist in env.distributions}
 
 
 def _file_rows(
