@@ -49,7 +49,10 @@ def test_states_are_the_disk_s(tmp_path: Path, prefetched: bool, remember: bool)
     for path in files.values():
         assert disk.stat(str(path)) == _expected(path)
         assert disk.stat(str(path)) == _expected(path)  # from the memo
+        expected = _expected(path)
+        assert disk.regular_size(str(path)) == (expected.size if expected.is_file else None)
     assert disk.stat(str(tmp_path / "absent")) == MISSING
+    assert disk.regular_size(str(tmp_path / "absent")) is None
 
 
 def test_prefetch_returns_the_states_in_order(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ it uses: a damaged or unknown document is a one-line ``SnapshotError``.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import os
@@ -32,6 +33,7 @@ from libdoctor.bounded import (
     loads_json,
     read_file,
 )
+from libdoctor.disk.stat import RealDisk
 from libdoctor.environment.metadata import parse_wheel_tags
 from libdoctor.environment.model import is_inside
 from libdoctor.environment.paths import display
@@ -193,7 +195,6 @@ def snapshot_target(
     """Run every check on TARGET (the loader with ENVIRON's LD_LIBRARY_PATH) and keep it as
     a snapshot. FORKED: the loader work in a child (``analysis.overlap``); a caller with
     threads (a Ray worker) runs it all in-process. PROGRESS: told of the bytes --deep hashes."""
-    import functools
 
     from libdoctor.analysis import overlap, run
 
@@ -269,15 +270,14 @@ def _file_rows(
     prefix = env.target.prefix
     scripts = tuple(os.path.join(prefix, d) for d in ("bin", "Scripts"))
     pycache = f"{os.sep}__pycache__{os.sep}"  # is_bytecode(), inlined
-    stat = disk.stat
+    size_of = disk.regular_size if isinstance(disk, RealDisk) else functools.partial(_size, disk)
     new = tuple.__new__  # FileRow(...) without the Python-level __new__ frame
     rows: list[FileRow] = []
     append = rows.append
     for _, entry, path in env.claims_of(dist):
         if path.endswith(".pyc") and pycache in path:
             continue
-        state = stat(path)
-        size = state.size if state.is_file and not state.error else None
+        size = size_of(path)
         if size is not None and path.startswith(scripts):
             row = _script_row(path, entry.path, prefix)
             if row is not None:
@@ -293,6 +293,12 @@ def _file_rows(
 
 
 _PATH = itemgetter(0)  # a FileRow's path: rows sort by it alone
+
+
+def _size(disk: Disk, path: str) -> int | None:
+    """A file row's size: None when PATH is not a regular file, or cannot be stat'ed."""
+    state = disk.stat(path)
+    return state.size if state.is_file and not state.error else None
 
 
 PREFIX_WORD = b"{prefix}"

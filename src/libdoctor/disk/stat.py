@@ -120,6 +120,15 @@ class RealDisk:
         self._stats[path] = state
         return state
 
+    def regular_size(self, path: str) -> int | None:
+        """PATH's size when it is a regular file that could be stat'ed, else None: what
+        ``stat`` says, without making a FileState of a packed one (a snapshot's rows)."""
+        cached = self._stats.get(path)
+        if isinstance(cached, int):
+            return cached & _SIZE_MASK
+        state = self.stat(path) if cached is None else cached
+        return state.size if state.is_file and not state.error else None
+
     def _packed(self, st: os.stat_result) -> FileState | int:
         """ST, a regular file's, as one int (size, inode, then mtime_ns above them) when it
         is on the device of the others and its fields fit; else as a FileState."""
