@@ -79,8 +79,9 @@ def check(
     progress: ProgressFactory | None = None,
 ) -> Report:
     """Every check on TARGET (read only), as ``libdoctor check`` runs it. DEEP: also compare
-    file hashes (CACHE_DIR: the hash cache, None for none). SELECT, IGNORE and SHOW_ALL pick
-    the findings shown as ``--select``, ``--ignore`` and ``--all`` do."""
+    file hashes. CACHE_DIR: where digests and parsed RECORDs and ELF files are kept between
+    runs (``libdoctor check`` passes the user's cache dir), None for no cache. SELECT, IGNORE
+    and SHOW_ALL pick the findings shown as ``--select``, ``--ignore`` and ``--all`` do."""
     from libdoctor.analysis.overlap import run_check
     from libdoctor.analysis.run import CheckOptions, filter_findings, loader_context
 

@@ -1,6 +1,11 @@
-"""RealDisk's memo keeps a regular file's state packed into one int (or, told not to
-remember files, none): what it answers is the FileState a fresh ``os.stat`` gives,
-whichever way the state was first read."""
+"""``RealDisk.prefetch`` (each name stat'ed in its opened directory) says what ``stat()`` says.
+
+``stat()`` of the whole path, one at a time, is the reference: files, directories, symlinks
+to either, a symlinked directory on the way, broken links and loops, missing files and
+directories, a file where a directory should be, a NUL in a path. The memo keeps a regular
+file's state packed into one int (or, told not to remember files, none, each asked by name
+in its directory too): what it answers is the FileState a fresh ``os.stat`` gives.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,69 @@ import pytest
 from libdoctor.disk.stat import MISSING, FileState, RealDisk
 
 
+def _tree(root: Path) -> list[str]:
+    (root / "pkg" / "sub").mkdir(parents=True)
+    (root / "pkg" / "a.py").write_bytes(b"A = 1\n")
+    (root / "pkg" / "sub" / "b.so").write_bytes(b"\x7fELF" + b"\0" * 60)
+    (root / "pkg" / "empty").write_bytes(b"")
+    (root / "pkg" / "to_a").symlink_to("a.py")
+    (root / "pkg" / "broken").symlink_to("nowhere")
+    (root / "pkg" / "loop").symlink_to("loop")
+    (root / "linked").symlink_to(root / "pkg")
+    (root / "looped").symlink_to("looped")
+    names = [
+        "pkg/a.py",
+        "pkg/sub/b.so",
+        "pkg/empty",
+        "pkg/sub",
+        "pkg/to_a",
+        "pkg/broken",
+        "pkg/loop",
+        "pkg/gone.py",
+        "linked/a.py",
+        "linked/sub/b.so",
+        "linked/gone.py",
+        "looped/x.py",
+        "pkg/a.py/inside",
+        "missing/dir/x.py",
+        "pkg/a.py",  # twice: the memo
+        "pkg/n\0ul.py",
+    ]
+    return [str(root / name) for name in names]
+
+
+def test_prefetch_is_stat_of_every_path(tmp_path: Path) -> None:
+    paths = _tree(tmp_path)
+    paths += ["/", "relative/x.py", ""]
+    reference = RealDisk()
+    expected = [reference.stat(path) for path in paths]
+    assert RealDisk().prefetch(paths) == expected
+    assert RealDisk().prefetch(reversed(paths)) == expected[::-1]
+
+
+def test_a_disk_that_forgets_files_says_the_same(tmp_path: Path) -> None:
+    paths = _tree(tmp_path)
+    paths += ["/", "relative/x.py", ""]
+    reference = RealDisk()
+    expected = [reference.stat(path) for path in paths]
+    forgetting = RealDisk(remember_files=False)
+    assert [forgetting.stat(path) for path in paths] == expected
+    assert [forgetting.stat(path) for path in reversed(paths)] == expected[::-1]
+    assert RealDisk(remember_files=False).prefetch(paths) == expected
+
+
+def test_prefetch_leaves_no_directory_open(tmp_path: Path) -> None:
+    paths = _tree(tmp_path)
+    before = len(os.listdir("/proc/self/fd"))
+    RealDisk().prefetch(paths)
+    assert len(os.listdir("/proc/self/fd")) == before
+    forgetting = RealDisk(remember_files=False)
+    for path in paths:
+        forgetting.stat(path)
+    del forgetting  # its one open directory goes with it
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
 def _expected(path: Path) -> FileState:
     st = os.stat(path)
     return FileState(
@@ -21,7 +89,7 @@ def _expected(path: Path) -> FileState:
     )
 
 
-def _tree(tmp_path: Path) -> dict[str, Path]:
+def _sized(tmp_path: Path) -> dict[str, Path]:
     files = {
         "empty": tmp_path / "empty",
         "small": tmp_path / "small.py",
@@ -41,7 +109,7 @@ def _tree(tmp_path: Path) -> dict[str, Path]:
 
 @pytest.mark.parametrize(("prefetched", "remember"), [(False, True), (True, True), (True, False)])
 def test_states_are_the_disk_s(tmp_path: Path, prefetched: bool, remember: bool) -> None:
-    files = _tree(tmp_path)
+    files = _sized(tmp_path)
     disk = RealDisk(remember_files=remember)
     paths = [str(p) for p in files.values()]
     if prefetched:
@@ -56,7 +124,7 @@ def test_states_are_the_disk_s(tmp_path: Path, prefetched: bool, remember: bool)
 
 
 def test_prefetch_returns_the_states_in_order(tmp_path: Path) -> None:
-    files = _tree(tmp_path)
+    files = _sized(tmp_path)
     disk = RealDisk()
     paths = [str(p) for p in files.values()]
     disk.stat(paths[1])  # one already in the memo

@@ -43,7 +43,7 @@ def run_check(
     """Every check on TARGET, the loader and stack checks in a forked child from the start."""
     native, later = _start_native(target, options)
     disk = RealDisk(target.root, remembers(options))
-    env, states = model_and_states(target, disk, options.deep)
+    env, states = model_and_states(target, disk, options.cache_dir, options.deep)
     hashing: dict[str, int] | None = None
     digests = None
     if options.deep:
@@ -53,12 +53,12 @@ def run_check(
         hashing = stats.as_dict()
     # While the child may still be at the loader work: the file checks, and what the
     # caller asked to be done with the model meanwhile (a snapshot's file rows).
-    file_findings = check_files(env, disk, digests)
+    files = check_files(env, disk, digests)
     if options.meanwhile is not None:
         options.meanwhile(env, disk, digests)
+    caches = cache_findings(env, options.caches)
     native_findings, facts = native()
-    findings = file_findings + native_findings
-    findings += cache_findings(env, options.caches)
+    findings = files + native_findings + caches
     return report_of(target, env, disk, findings, hashing, digests, facts)
 
 
@@ -133,6 +133,7 @@ def _start_native(
 
     def work() -> tuple[list[Finding], NativeFacts | None]:  # in the child
         model = native_model(target)  # nothing is read before the fork
-        return native_checks(model, RealDisk(target.root), digests, libraries, options.facts)
+        disk = RealDisk(target.root)
+        return native_checks(model, disk, digests, libraries, options.facts, options.cache_dir)
 
     return started_in_child(work, later), later

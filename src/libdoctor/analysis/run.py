@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class CheckOptions:
     deep: bool = False
-    cache_dir: str | None = None  # None: no hash cache
+    # None: no cache (neither the hash cache nor the parsed files, ``environment.parsed``)
+    cache_dir: str | None = None
     workers: int | None = None
     # None: skip the loader checks. A callable is called where the checks run (possibly a
     # forked child), so the parent never pays for probing the loader or importing it.
@@ -88,6 +89,7 @@ def native_checks(
     digests: Digests | Callable[[], Digests | None] | None = None,
     libraries: LoaderContext | Callable[[], LoaderContext] | None = None,
     facts: bool = False,
+    cache_dir: str | None = None,
 ) -> tuple[list[Finding], NativeFacts | None]:
     """The loader, stack and requirement checks: ELF files, frameworks and Requires-Dist,
     independent of the file checks, needing no RECORD row but those of shared objects (so a
@@ -95,7 +97,8 @@ def native_checks(
 
     DIGESTS may be a function: called only when the stack checks need them, after the loader
     work, so a forked child can start before the hashing that produces them is done. With
-    FACTS, also the facts a snapshot keeps (else None).
+    FACTS, also the facts a snapshot keeps (else None). CACHE_DIR: where the ELF files
+    parsed are kept between runs (``environment.parsed``; None: every file parsed).
     """
     from libdoctor.checks.requirements import check_requirements
     from libdoctor.checks.stack import check_stack
@@ -110,9 +113,13 @@ def native_checks(
         from libdoctor.checks.extensions import check_extensions, fold_cuda_gaps
         from libdoctor.checks.libraries import check_libraries
         from libdoctor.checks.runtime import check_runtime_loads
+        from libdoctor.environment.parsed import ParsedFiles
         from libdoctor.loader.extensions import analyse, library_uses
+        from libdoctor.loader.fs import ELF
 
-        analysis = analyse(env, disk, libraries)
+        parsed = ParsedFiles.load(cache_dir, env.target.prefix, ELF)
+        analysis = analyse(env, disk, libraries, parsed)
+        parsed.save()
         findings += check_libraries(analysis, disk)
         findings += check_runtime_loads(analysis, disk)
         findings = fold_cuda_gaps(findings + check_extensions(analysis, disk))
@@ -159,7 +166,7 @@ def run_check(
     ``analysis.overlap.run_check`` (the same run, the loader work in a forked child) must
     equal, finding for finding."""
     disk = RealDisk(target.root, remembers(options)) if disk is None else disk
-    env, states = model_and_states(target, disk, options.deep)
+    env, states = model_and_states(target, disk, options.cache_dir, options.deep)
     digests, hashing = None, None
     if options.deep:
         digests, stats = compute_digests(env, disk, options, progress, states)
@@ -167,7 +174,9 @@ def run_check(
     file_findings = check_files(env, disk, digests)
     if options.meanwhile is not None:
         options.meanwhile(env, disk, digests)
-    native, facts = native_checks(env, disk, digests, options.libraries, options.facts)
+    native, facts = native_checks(
+        env, disk, digests, options.libraries, options.facts, options.cache_dir
+    )
     findings = file_findings + native
     findings += cache_findings(env, options.caches)
     return report_of(target, env, disk, findings, hashing, digests, facts)
@@ -193,12 +202,18 @@ def remembers(options: CheckOptions) -> bool:
 
 
 def model_and_states(
-    target: Target, disk: Disk, deep: bool = True
+    target: Target, disk: Disk, cache_dir: str | None = None, deep: bool = True
 ) -> tuple[Environment, list[FileState] | None]:
     """The full model, and every claimed file's state fetched at once on a real disk that
     remembers them (the checks find them in its memo); the states are returned for DEEP
-    only (its shortcut fingerprints them), else None: a million of them are 200 MB."""
-    env = build_environment(target)
+    only (its shortcut fingerprints them), else None: a million of them are 200 MB.
+    CACHE_DIR: where parsed RECORDs are kept between runs (None: every RECORD parsed)."""
+    from libdoctor.environment.distributions import scan_target
+    from libdoctor.environment.parsed import RECORDS, ParsedFiles
+
+    records = ParsedFiles.load(cache_dir, target.prefix, RECORDS)
+    env = build_environment(target, scan_target(target, records=records))
+    records.save()
     states = None
     if isinstance(disk, RealDisk) and disk.remember_files:
         pycache = f"{os.sep}__pycache__{os.sep}"  # is_bytecode(), inlined: 22k paths

@@ -19,7 +19,7 @@ import functools
 import gzip
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -513,32 +513,28 @@ def write_snapshot(snap: Snapshot, path: str) -> None:
 
 
 def read_snapshot(path: str) -> Snapshot:
-    """The snapshot in the file PATH (a regular file: a device or a FIFO is refused, never
-    read), at most MAX_FILE_BYTES of it."""
+    """The snapshot in the file PATH (``snapshot_bytes``)."""
+    return decode(snapshot_bytes(path), path)
+
+
+def snapshot_bytes(path: str) -> bytes:
+    """The bytes of the snapshot file PATH (a regular file: a device or a FIFO is refused,
+    never read), at most MAX_FILE_BYTES of them."""
     try:
-        data = read_file(path)
+        return read_file(path)
     except OSError as exc:
         raise SnapshotError(f"cannot read {path}: {exc.strerror or exc}") from None
     except InputRefused as exc:
         raise SnapshotError(f"{path}: {exc}") from None
-    return decode(data, path)
 
 
 def decode(data: bytes, source: str) -> Snapshot:
     """DATA (JSON, or gzip'd JSON) as a Snapshot; SnapshotError naming SOURCE otherwise.
     Bounded: MAX_FILE_BYTES in or out, gzip's output by MAX_INFLATE_RATIO, the JSON by
     MAX_JSON_DEPTH (``libdoctor.bounded``)."""
-    if len(data) > MAX_FILE_BYTES:
-        raise SnapshotError(f"{source}: larger than MAX_FILE_BYTES, not read")
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gunzip(data)
-        except InputRefused as exc:
-            raise SnapshotError(f"{source}: {exc}") from None
-        except ValueError as exc:
-            raise SnapshotError(f"{source}: not a readable gzip file ({exc})") from None
+    text = inflate(data, source)
     try:
-        document = loads_json(data)
+        document = loads_json(text)
     except InputRefused as exc:
         raise SnapshotError(f"{source}: {exc}") from None
     except ValueError as exc:
@@ -546,7 +542,39 @@ def decode(data: bytes, source: str) -> Snapshot:
     return from_document(document, source)
 
 
+def inflate(data: bytes, source: str) -> bytes:
+    """DATA's JSON text: DATA itself, or gunzip'd when gzip; at most MAX_FILE_BYTES in, and
+    out by ``bounded.gunzip``'s limits."""
+    if len(data) > MAX_FILE_BYTES:
+        raise SnapshotError(f"{source}: larger than MAX_FILE_BYTES, not read")
+    if data[:2] == b"\x1f\x8b":
+        try:
+            return gunzip(data)
+        except InputRefused as exc:
+            raise SnapshotError(f"{source}: {exc}") from None
+        except ValueError as exc:
+            raise SnapshotError(f"{source}: not a readable gzip file ({exc})") from None
+    return data
+
+
+# The parts of a snapshot a diff compares, besides its distributions: what a fleet's reader
+# digests one by one (``analysis.fleet``), and ``read_part`` reads.
+PARTS = ("deep", "interpreter", "platform", "libraries", "stack", "findings")
+
+
 def from_document(document: object, source: str) -> Snapshot:
+    node, prefix = read_header(document, source)
+    assert isinstance(document, dict)  # read_header checked it
+    parts = {name: read_part(document, name, source) for name in PARTS[:3]}
+    rows = _Fields(document, source, "").array("distributions")
+    dists = tuple(read_distribution(d, i, source) for i, d in enumerate(rows))
+    parts.update((name, read_part(document, name, source)) for name in PARTS[3:])
+    return assemble(node, prefix, parts, dists)
+
+
+def read_header(document: object, source: str) -> tuple[str, str]:
+    """The document's node and prefix, once its schema and version are checked (and that
+    it has a stack object: the order ``from_document`` has always checked in)."""
     top = _Fields(document, source, "")
     if top.raw.get("schema") != SCHEMA:
         raise SnapshotError(f"{source}: not a libdoctor snapshot (no schema {SCHEMA!r})")
@@ -556,24 +584,23 @@ def from_document(document: object, source: str) -> Snapshot:
             f"{source}: snapshot schema_version {version!r}, this libdoctor reads "
             f"{SCHEMA_VERSION} (take the snapshots with the same libdoctor version)"
         )
-    stack = top.fields("stack")
-    return Snapshot(
-        node=top.text("node"),
-        prefix=top.text("prefix"),
-        deep=top.boolean("deep"),
-        interpreter=top.texts_by_name("interpreter"),
-        platform=top.texts_by_name("platform"),
-        distributions=tuple(_read_dist(d) for d in top.items("distributions")),
-        libraries=tuple(_read_library(lib) for lib in top.items("libraries")),
-        frameworks=tuple(
-            (f.text("framework"), f.text("distribution"), f.text("version"), f.text("cuda", True))
-            for f in stack.items("frameworks")
-        ),
-        cuda_packages=tuple(
-            (p.text("distribution"), p.text("version"), p.integer("major"))
-            for p in stack.items("cuda_packages")
-        ),
-        findings=tuple(
+    top.fields("stack")
+    return top.text("node"), top.text("prefix")
+
+
+def read_part(document: dict[str, Any], name: str, source: str) -> Any:
+    """One of PARTS of a document, checked: ``deep`` a bool, ``interpreter`` and
+    ``platform`` dicts of strings, ``libraries`` and ``findings`` tuples of records,
+    ``stack`` (frameworks, cuda_packages)."""
+    top = _Fields(document, source, "")
+    if name == "deep":
+        return top.boolean("deep")
+    if name in ("interpreter", "platform"):
+        return top.texts_by_name(name)
+    if name == "libraries":
+        return tuple(_read_library(lib) for lib in top.items("libraries"))
+    if name == "findings":
+        return tuple(
             FindingRecord(
                 f.text("code"),
                 f.text("severity"),
@@ -582,7 +609,40 @@ def from_document(document: object, source: str) -> Snapshot:
                 f.text("message"),
             )
             for f in top.items("findings")
-        ),
+        )
+    stack = top.fields("stack")
+    frameworks = tuple(
+        (f.text("framework"), f.text("distribution"), f.text("version"), f.text("cuda", True))
+        for f in stack.items("frameworks")
+    )
+    cuda = tuple(
+        (p.text("distribution"), p.text("version"), p.integer("major"))
+        for p in stack.items("cuda_packages")
+    )
+    return frameworks, cuda
+
+
+def read_distribution(raw: object, index: int, source: str) -> DistRecord:
+    """The document's INDEXth distribution, checked (errors name it by INDEX)."""
+    return _read_dist(_Fields(raw, source, f"distributions[{index}]"))
+
+
+def assemble(
+    node: str, prefix: str, parts: Mapping[str, Any], distributions: tuple[DistRecord, ...]
+) -> Snapshot:
+    """The Snapshot of a header, PARTS (as ``read_part`` gives them) and distributions."""
+    frameworks, cuda_packages = parts["stack"]
+    return Snapshot(
+        node=node,
+        prefix=prefix,
+        deep=parts["deep"],
+        interpreter=parts["interpreter"],
+        platform=parts["platform"],
+        distributions=distributions,
+        libraries=parts["libraries"],
+        frameworks=frameworks,
+        cuda_packages=cuda_packages,
+        findings=parts["findings"],
     )
 
 
@@ -729,47 +789,55 @@ def frame(task: str, node: str, data: bytes) -> str:
 
 
 FRAME_LINE = len(FRAME) + _FRAME_WIDTH + 256  # the longest a frame's line can be
-# All frames' base64 together: a node's snapshot is at most MAX_FILE_BYTES, gzip'd.
+# All frames under way together: a node's snapshot is at most MAX_FILE_BYTES, gzip'd.
 _FRAMED_CHARS = MAX_FILE_BYTES // 3 * 4
 
 
 def unframe(lines: Iterable[str]) -> list[tuple[str, bytes]]:
-    """(node, data) of every complete frame in LINES, in task order; other lines are
-    skipped, and a frame cut short or damaged is a SnapshotError naming its node. Only
-    frame lines are kept, at most MAX_FILE_BYTES of snapshot in all."""
+    """(node, data) of every complete frame in LINES, in task order (``frames``)."""
+    done = {task: (node, data) for task, node, data in frames(lines)}
+    return [done[t] for t in sorted(done, key=task_order)]
+
+
+def frames(lines: Iterable[str]) -> Iterator[tuple[str, str, bytes]]:
+    """(task, node, data) of each frame in LINES as it completes; other lines are skipped,
+    and a frame cut short or damaged is a SnapshotError naming its node. Only the frames
+    under way are held, at most MAX_FILE_BYTES of snapshot in all: a finished one is the
+    caller's, so a fleet of any size streams through."""
     import base64
     import binascii
     import hashlib
 
     open_frames: dict[str, tuple[str, list[str]]] = {}
-    done: dict[str, tuple[str, bytes]] = {}
-    kept = 0
+    held = 0
     for line in lines:
         head, _, rest = line.rstrip("\n").partition(" ")
         if head != FRAME:
             continue
         task, _, body = rest.partition(" ")
         word, _, arg = body.partition(" ")
-        kept += len(body)
-        if kept > _FRAMED_CHARS:
-            raise SnapshotError("the nodes sent more than MAX_FILE_BYTES of snapshots")
         if word == "begin":
+            held -= sum(map(len, open_frames.pop(task, ("", []))[1]))
             open_frames[task] = (arg, [])
         elif word == "end" and task in open_frames:
             node, parts = open_frames.pop(task)
+            held -= sum(map(len, parts))
             try:
                 data = base64.b64decode("".join(parts), validate=True)
             except (binascii.Error, ValueError):
                 data = b""
             if hashlib.sha256(data).hexdigest() != arg:
                 raise SnapshotError(f"the snapshot of node {node} (task {task}) arrived damaged")
-            done[task] = (node, data)
+            yield task, node, data
         elif task in open_frames:
+            held += len(body)
+            if held > _FRAMED_CHARS:
+                raise SnapshotError("the nodes sent more than MAX_FILE_BYTES of snapshots")
             open_frames[task][1].append(body)
     for task, (node, _) in open_frames.items():
         raise SnapshotError(f"the snapshot of node {node} (task {task}) was cut short")
-    return [done[t] for t in sorted(done, key=_task_order)]
 
 
-def _task_order(task: str) -> tuple[int, str]:
+def task_order(task: str) -> tuple[int, str]:
+    """Slurm's task ids in their order: numbers first, by value."""
     return (int(task), "") if task.isdigit() else (1 << 62, task)

@@ -37,9 +37,6 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from libdoctor.api import check
-    from libdoctor.report import check as check_report
-    from libdoctor.report import sarif
-    from libdoctor.report.json import target_dict
 
     progress = bar.bytes_factory(args.deep and bar.wanted(args) and args.format == "text")
     report = check(
@@ -49,11 +46,15 @@ def run(args: argparse.Namespace) -> int:
         ignore=args.ignore,
         show_all=args.all,
         libraries=not args.no_libraries,
-        cache_dir=common.hash_cache_dir(args),
+        cache_dir=common.check_cache_dir(args),
         workers=args.workers,
         progress=progress,
     )
     common.keep_until_exit(report)
+    from libdoctor.report import check as check_report  # after the check's fork: the
+    from libdoctor.report import sarif  # parent alone needs them
+    from libdoctor.report.json import target_dict
+
     run = report.run
     assert run is not None
     shown = report.findings

@@ -189,16 +189,20 @@ def add_deep_options(parser: argparse.ArgumentParser, *, deep_help: str) -> None
     """``--deep`` and its hash cache (``hash_cache_dir``)."""
     parser.add_argument("--deep", action="store_true", help=deep_help)
     parser.add_argument(
-        "--cache-dir", metavar="DIR", help="hash cache location (default: user cache dir)"
+        "--cache-dir", metavar="DIR", help="cache location (default: user cache dir)"
     )
-    parser.add_argument(
-        "--no-cache", action="store_true", help="neither read nor write the hash cache"
-    )
+    parser.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
 
 
 def hash_cache_dir(args: argparse.Namespace) -> str | None:
     """The hash cache's directory, or None: only --deep hashes, so only it reads the cache."""
-    if not args.deep or args.no_cache:
+    return check_cache_dir(args) if args.deep else None
+
+
+def check_cache_dir(args: argparse.Namespace) -> str | None:
+    """``check``'s cache directory (the hash cache with --deep, parsed RECORDs always), or
+    None with --no-cache."""
+    if args.no_cache:
         return None
     from libdoctor.disk.hashing import default_cache_dir
 

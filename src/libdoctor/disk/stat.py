@@ -79,6 +79,9 @@ class RealDisk:
         self._listings: dict[str, tuple[str, ...]] = {}
         rooted = Rooted(root)
         self._host = None if rooted.is_host else rooted.host
+        # Not remembering, stat() itself asks by name in the directory open last (as
+        # prefetch does): a plain check stats each file there, in RECORD order.
+        self._in_dir = InDir() if not remember_files and self._host is None and _AT_DIR else None
 
     def stat(self, path: str) -> FileState:
         cached = self._stats.get(path)
@@ -98,7 +101,13 @@ class RealDisk:
                 ),
             )
         try:
-            st = os.stat(path if self._host is None else self._host(path))
+            if self._in_dir is not None:
+                try:
+                    st = self._in_dir.stat(path)
+                except (OSError, ValueError):
+                    st = os.stat(path)  # the rare failure: classified by the whole path
+            else:
+                st = os.stat(path if self._host is None else self._host(path))
         except OSError as exc:
             state = (
                 MISSING
@@ -145,44 +154,53 @@ class RealDisk:
 
     def prefetch(self, paths: Iterable[str], states: bool = True) -> list[FileState]:
         """stat() every path now, in one tight loop (22k files: the hot path of ``check``);
-        the states, in the order of PATHS (STATES false: none, only the memo filled)."""
-        if self._host is not None or not self.remember_files:  # each path as stat() does
-            found = [self.stat(path) for path in paths]
+        the states, in the order of PATHS (STATES false: none, only the memo filled).
+
+        Each file is stat'ed by name in its directory, opened once for the run of paths in
+        it (``InDir``): the kernel walks one name instead of the whole path, a quarter of
+        the time on a torch env. A directory that cannot be opened, and any file that
+        cannot be stat'ed, is stat'ed by its whole path, as ``stat()`` does."""
+        if self._host is not None or not self.remember_files or not _AT_DIR:
+            found = [self.stat(path) for path in paths]  # each path as stat() does
             return found if states else []
         cache = self._stats
-        stat = os.stat
         device = self._device
         new = tuple.__new__  # FileState(...) without the Python-level __new__ frame
         kept: list[FileState] = []
-        for path in paths:
-            if path in cache:
-                if states:
-                    kept.append(self.stat(path))
-                continue
-            try:
-                st = stat(path)
-            except (OSError, ValueError):
-                state = self.stat(path)  # the rare failure: let stat() classify it
-            else:
-                size, inode, mtime = st.st_size, st.st_ino, st.st_mtime_ns
-                if (  # _packed(), inlined: the common case
-                    st.st_dev == device
-                    and S_ISREG(st.st_mode)
-                    and size <= _SIZE_MASK
-                    and inode <= _INODE_MASK
-                    and mtime >= 0
-                ):
-                    cache[path] = size | inode << _SIZE_BITS | mtime << _MTIME_SHIFT
-                    if not states:
-                        continue
-                    state = new(FileState, (True, True, size, mtime, inode, device, None))
+        in_dir = InDir()
+        stat = in_dir.stat
+        try:
+            for path in paths:
+                if path in cache:
+                    if states:
+                        kept.append(self.stat(path))
+                    continue
+                try:
+                    st = stat(path)
+                except (OSError, ValueError):
+                    state = self.stat(path)  # the rare failure: let stat() classify it
                 else:
-                    regular = S_ISREG(st.st_mode)
-                    state = new(FileState, (True, regular, size, mtime, inode, st.st_dev, None))
-                    cache[path] = self._packed(st) if regular else state
-                    device = self._device
-            if states:
-                kept.append(state)
+                    size, inode, mtime = st.st_size, st.st_ino, st.st_mtime_ns
+                    if (  # _packed(), inlined: the common case
+                        st.st_dev == device
+                        and S_ISREG(st.st_mode)
+                        and size <= _SIZE_MASK
+                        and inode <= _INODE_MASK
+                        and mtime >= 0
+                    ):
+                        cache[path] = size | inode << _SIZE_BITS | mtime << _MTIME_SHIFT
+                        if not states:
+                            continue
+                        state = new(FileState, (True, True, size, mtime, inode, device, None))
+                    else:
+                        regular = S_ISREG(st.st_mode)
+                        state = new(FileState, (True, regular, size, mtime, inode, st.st_dev, None))
+                        cache[path] = self._packed(st) if regular else state
+                        device = self._device
+                if states:
+                    kept.append(state)
+        finally:
+            in_dir.close()
         return kept
 
     def listdir(self, path: str) -> tuple[str, ...]:
@@ -195,6 +213,48 @@ class RealDisk:
             names = ()
         self._listings[path] = names
         return names
+
+
+# Stat'ing by name in a directory opened with O_PATH: Linux (elsewhere, by whole path).
+_AT_DIR = hasattr(os, "O_PATH") and os.stat in os.supports_dir_fd and os.sep == "/"
+
+
+class InDir:
+    """``os.stat`` of an absolute path by its name in its directory, the directory opened
+    once for a run of paths in it (``O_PATH``: no read permission needed, symlinks followed
+    as a path's walk follows them). One directory open at a time; closed by ``close`` or
+    when dropped. Not a value: it holds a descriptor."""
+
+    __slots__ = ("_fd", "_here")
+
+    def __init__(self) -> None:
+        self._here: str | None = None
+        self._fd = -1
+
+    def stat(self, path: str) -> os.stat_result:
+        head, _, name = path.rpartition("/")
+        if head != self._here:
+            self.close()
+            self._here, self._fd = head, _open_dir(head)
+        return os.stat(name, dir_fd=self._fd) if self._fd >= 0 and name else os.stat(path)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._here, self._fd = None, -1
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def _open_dir(path: str) -> int:
+    """PATH (absolute) opened as a directory to stat names in, or -1."""
+    if not path.startswith("/"):
+        return -1
+    try:
+        return os.open(path or "/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return -1
 
 
 class WithoutPaths:

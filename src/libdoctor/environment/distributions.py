@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from libdoctor.environment.metadata import Metadata, parse_installer, parse_metadata
+from libdoctor.environment.parsed import ParsedFiles, record_of, record_value
 from libdoctor.environment.record import (
     ParsedRecord,
     RecordEntry,
@@ -97,6 +98,20 @@ def _read(path: str, files: Rooted = HOST) -> bytes | None:
     regular file of at most ``_MAX_FILE`` bytes (a FIFO or a device is opened without
     waiting and refused). FILES: the system it is read in (``--root``: every symlink
     resolved inside the image)."""
+    opened = _open_regular(path, files)
+    if opened is None:
+        return None
+    fd, st = opened
+    try:
+        return _read_opened(path, fd, st)
+    finally:
+        os.close(fd)
+
+
+def _open_regular(path: str, files: Rooted = HOST) -> tuple[int, os.stat_result] | None:
+    """PATH opened for reading, and its stat; None when it does not exist (or is a
+    directory). Anything else that is not a regular file of at most ``_MAX_FILE`` bytes, or
+    cannot be opened, is the one-line error."""
     try:
         fd = os.open(files.host(path), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except (FileNotFoundError, NotADirectoryError):
@@ -106,15 +121,25 @@ def _read(path: str, files: Rooted = HOST) -> bytes | None:
     try:
         kind = os.fstat(fd)
         if stat.S_ISDIR(kind.st_mode):
+            os.close(fd)
             return None  # a directory of that name is no file either
         if not stat.S_ISREG(kind.st_mode) or kind.st_size > _MAX_FILE:
             why = "too large" if stat.S_ISREG(kind.st_mode) else "not a regular file"
             raise TargetError(f"{path} is {why} (at most {_MAX_FILE >> 20} MiB): not read")
+    except OSError as exc:
+        os.close(fd)
+        raise TargetError(_cannot_read(path, exc)) from None
+    except TargetError:
+        os.close(fd)
+        raise
+    return fd, kind
+
+
+def _read_opened(path: str, fd: int, kind: os.stat_result) -> bytes:
+    try:
         data = _read_fd(fd, kind.st_size + 1)  # +1: one that grew while read is refused
     except OSError as exc:
         raise TargetError(_cannot_read(path, exc)) from None
-    finally:
-        os.close(fd)
     if len(data) > _MAX_FILE:
         raise TargetError(f"{path} is too large (at most {_MAX_FILE >> 20} MiB): not read")
     return data
@@ -169,9 +194,18 @@ def _name_from_dirname(dirname: str) -> tuple[str, str]:
 
 
 def _read_file_list(
-    path: str, kind: str, site: SiteDir, only_containing: str | None, files: Rooted = HOST
+    path: str,
+    kind: str,
+    site: SiteDir,
+    only_containing: str | None,
+    files: Rooted = HOST,
+    records: ParsedFiles | None = None,
 ) -> tuple[ParsedRecord | None, str | None, str]:
-    """(file list, why it is unusable, the dir its paths are relative to)."""
+    """(file list, why it is unusable, the dir its paths are relative to). RECORDS: parsed
+    RECORDs kept between runs (``environment.parsed``), for a whole file list only."""
+    if kind == "dist-info" and only_containing is None:
+        record, error = _read_record(os.path.join(path, "RECORD"), files, records)
+        return record, error, site.path
     if kind == "dist-info":
         name, base_dir, parse = "RECORD", site.path, parse_record
     else:
@@ -181,14 +215,43 @@ def _read_file_list(
         # pip always writes RECORD; an egg-info without a file list is merely old.
         return None, ("no RECORD" if kind == "dist-info" else None), base_dir
     if kind == "dist-info" and not raw.strip():
-        # pip reads an empty RECORD as "no files": its uninstall removes nothing, says
-        # "No files were found to uninstall" and succeeds. Treated as lost, not as empty.
         return None, EMPTY_RECORD, base_dir
     return parse(raw, only_containing), None, base_dir
 
 
+def _read_record(
+    path: str, files: Rooted, records: ParsedFiles | None
+) -> tuple[ParsedRecord | None, str | None]:
+    """The RECORD at PATH parsed, or why it is unusable; from RECORDS while the file is
+    still the one parsed (opened all the same: one that may not be read is the error)."""
+    opened = _open_regular(path, files)
+    if opened is None:
+        return None, "no RECORD"
+    fd, st = opened
+    try:
+        if records is not None and records.file is not None:
+            known = record_of(records.get(path, st))
+            if known is not None:
+                return known, None
+        raw = _read_opened(path, fd, st)
+    finally:
+        os.close(fd)
+    if not raw.strip():
+        # pip reads an empty RECORD as "no files": its uninstall removes nothing, says
+        # "No files were found to uninstall" and succeeds. Treated as lost, not as empty.
+        return None, EMPTY_RECORD
+    parsed = parse_record(raw)
+    if records is not None and records.file is not None:
+        records.put(path, st, record_value(parsed))
+    return parsed, None
+
+
 def _read_dist(
-    site: SiteDir, entry_name: str, only_containing: str | None = None, files: Rooted = HOST
+    site: SiteDir,
+    entry_name: str,
+    only_containing: str | None = None,
+    files: Rooted = HOST,
+    records: ParsedFiles | None = None,
 ) -> Distribution | None:
     path = os.path.join(site.path, entry_name)
     kind = "dist-info" if entry_name.endswith(".dist-info") else "egg-info"
@@ -206,7 +269,7 @@ def _read_dist(
         if requires:
             meta = replace(meta, requires_dist=parse_requires_txt(requires))
     installer = parse_installer(_read(os.path.join(path, "INSTALLER"), files) or b"")
-    listed = _read_file_list(path, kind, site, only_containing, files)
+    listed = _read_file_list(path, kind, site, only_containing, files, records)
     return _make(site, path, kind, meta, entry_name, installer or None, listed)
 
 
@@ -274,13 +337,16 @@ def required_names(dist: Distribution) -> list[str]:
 
 
 def scan_site(
-    site: SiteDir, only_containing: str | None = None, files: Rooted = HOST
+    site: SiteDir,
+    only_containing: str | None = None,
+    files: Rooted = HOST,
+    records: ParsedFiles | None = None,
 ) -> list[Distribution]:
     """SITE's distributions; FILES: read in the system they belong to (``--root``)."""
     return [
         dist
         for name in _listing(site.path, (".dist-info", ".egg-info"), files)
-        if (dist := _read_dist(site, name, only_containing, files)) is not None
+        if (dist := _read_dist(site, name, only_containing, files, records)) is not None
     ]
 
 
@@ -296,12 +362,15 @@ def _listing(folder: str, suffixes: tuple[str, ...], files: Rooted = HOST) -> li
         raise TargetError(_cannot_read(folder, exc)) from None
 
 
-def scan_target(target: Target, only_containing: str | None = None) -> list[Distribution]:
-    """Every distribution of TARGET; ONLY_CONTAINING restricts file lists (see parse_record)."""
+def scan_target(
+    target: Target, only_containing: str | None = None, records: ParsedFiles | None = None
+) -> list[Distribution]:
+    """Every distribution of TARGET; ONLY_CONTAINING restricts file lists (see parse_record).
+    RECORDS: parsed RECORDs kept between runs (``environment.parsed``)."""
     dists: list[Distribution] = []
     files = Rooted(target.root)
     for site in target.site_dirs:
-        dists.extend(scan_site(site, only_containing, files))
+        dists.extend(scan_site(site, only_containing, files, records))
     conda = scan_conda(target, only_containing, files)
     if not conda:
         return dists

@@ -19,6 +19,7 @@ from libdoctor.disk.stat import Disk
 from libdoctor.elf.dynamic import ElfFormatError
 from libdoctor.elf.symbols import defines_symbol
 from libdoctor.environment.model import Environment, is_inside
+from libdoctor.environment.parsed import ParsedFiles
 from libdoctor.environment.paths import is_native
 from libdoctor.loader.dlopened import RuntimeEdge, runtime_edges
 from libdoctor.loader.fs import FileId, Inspection, LoaderFS, RealFS, RootedFS
@@ -131,8 +132,11 @@ def native_claims(env: Environment) -> list[str]:
     )
 
 
-def analyse(env: Environment, disk: Disk, context: LoaderContext) -> LibraryAnalysis:
-    fs: LoaderFS = RealFS() if context.root == "/" else RootedFS(context.root)
+def analyse(
+    env: Environment, disk: Disk, context: LoaderContext, parsed: ParsedFiles | None = None
+) -> LibraryAnalysis:
+    """The loader's view of ENV. PARSED: the ELF files earlier runs parsed (``fs.ELF``)."""
+    fs: LoaderFS = RealFS(parsed) if context.root == "/" else RootedFS(context.root, parsed)
     if disk.removed:
         fs = HidingFS(fs, disk.removed)
     loader = Loader(SearchConfig(context.system, context.ld_library_path, context.cwd), fs=fs)

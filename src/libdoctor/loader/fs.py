@@ -3,7 +3,8 @@
 The emulation sees the disk only through ``LoaderFS``: directory listings, and per path an
 ``Inspection`` of what the loader's open() and header check would find there (the ELF parsed
 by ``libdoctor.elf.dynamic.read_elf``, or the first bytes the loader decides on when that fails).
-``RealFS`` is the real disk; it lists each directory and parses each file (by inode) once.
+``RealFS`` is the real disk; it lists each directory and parses each file (by inode) once,
+and with a ``ParsedFiles`` (``environment.parsed``) keeps what it parsed for the next run.
 """
 
 from __future__ import annotations
@@ -15,17 +16,24 @@ from typing import Literal, Protocol
 
 from libdoctor.elf.dynamic import ElfFormatError, ElfInfo, read_elf
 from libdoctor.elf.rodata import read_library_strings
+from libdoctor.environment.parsed import ParsedFiles
 from libdoctor.environment.rooted import Rooted
 
 __all__ = [
     "EHDR64_SIZE",
+    "ELF",
     "FileId",
     "Inspection",
     "InspectionKind",
     "LoaderFS",
     "RealFS",
     "RootedFS",
+    "elf_of",
+    "elf_value",
 ]
+
+ELF = "elf"  # the part of the parsed-file cache the loader's files are kept in
+_STRINGS = "\0rodata"  # a cache key's suffix for a file's library strings (no path holds NUL)
 
 InspectionKind = Literal["missing", "denied", "directory", "file", "unreadable"]
 
@@ -70,13 +78,15 @@ _EMPTY: frozenset[str] = frozenset()
 
 
 class RealFS:
-    """LoaderFS on the real disk: each directory listed once, each file (by inode) parsed once."""
+    """LoaderFS on the real disk: each directory listed once, each file (by inode) parsed once.
+    PARSED: what earlier runs parsed, served while each file is still the one parsed."""
 
-    def __init__(self) -> None:
+    def __init__(self, parsed: ParsedFiles | None = None) -> None:
         self._entries: dict[str, frozenset[str] | None] = {}
         self._paths: dict[str, Inspection] = {}
         self._files: dict[FileId, Inspection] = {}
         self._strings: dict[str, tuple[str, ...] | None] = {}
+        self._parsed = parsed if parsed is not None and parsed.file is not None else None
 
     def entries(self, directory: str) -> frozenset[str] | None:
         try:
@@ -120,7 +130,7 @@ class RealFS:
         if cached is not None:
             return cached
         try:
-            result = Inspection("file", file_id, elf=read_elf(path))
+            result = Inspection("file", file_id, elf=self._read_elf(path, st))
         except ElfFormatError as exc:
             result = Inspection("file", file_id, error=str(exc), head=_read_head(path))
         except PermissionError:
@@ -130,16 +140,41 @@ class RealFS:
         self._files[file_id] = result
         return result
 
+    def _read_elf(self, path: str, st: os.stat_result) -> ElfInfo:
+        """read_elf(PATH), or what it returned for the file at ST's identity (opened all the
+        same: one that may not be read is what it is, whatever was parsed)."""
+        if self._parsed is None:
+            return read_elf(path)
+        known = elf_of(self._parsed.get(path, st))
+        if known is not None:
+            os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
+            return known
+        info = read_elf(path)
+        self._parsed.put(path, st, elf_value(info))
+        return info
+
     def realpath(self, path: str) -> str:
         return os.path.realpath(path)
 
     def library_strings(self, path: str) -> tuple[str, ...] | None:
         if path not in self._strings:
-            try:
-                self._strings[path] = read_library_strings(path)
-            except (ElfFormatError, OSError):
-                self._strings[path] = None
+            self._strings[path] = self._read_strings(path)
         return self._strings[path]
+
+    def _read_strings(self, path: str) -> tuple[str, ...] | None:
+        try:
+            st = os.stat(path) if self._parsed is not None else None
+            if st is not None and self._parsed is not None:
+                known = self._parsed.get(path + _STRINGS, st)
+                if type(known) is tuple and set(map(type, known)) <= {str}:
+                    os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
+                    return known
+            found = read_library_strings(path)
+        except (ElfFormatError, OSError):
+            return None
+        if st is not None and self._parsed is not None and found is not None:
+            self._parsed.put(path + _STRINGS, st, found)
+        return found
 
 
 class RootedFS(RealFS):
@@ -147,8 +182,8 @@ class RootedFS(RealFS):
     machine under ROOT, opened the way the loader inside ROOT would open it, every symlink
     (``/usr/lib/...`` absolute ones too) resolved with ROOT as ``/``, never into the host."""
 
-    def __init__(self, root: str) -> None:
-        super().__init__()
+    def __init__(self, root: str, parsed: ParsedFiles | None = None) -> None:
+        super().__init__(parsed)
         self.root = os.path.normpath(root)
         self._rooted = Rooted(self.root)
 
@@ -167,6 +202,39 @@ class RootedFS(RealFS):
 
     def library_strings(self, path: str) -> tuple[str, ...] | None:
         return super().library_strings(self.inside(path))
+
+
+def elf_value(info: ElfInfo) -> tuple[object, ...]:
+    """INFO as the parsed-file cache keeps it: its fields, in order, plain values."""
+    return (
+        info.elf_class,
+        info.byteorder,
+        info.machine,
+        info.elf_type,
+        info.interpreter,
+        info.soname,
+        info.needed,
+        info.rpath,
+        info.runpath,
+        info.flags_1,
+        info.has_dynamic,
+    )
+
+
+_ELF_TYPES = (int, str, int, int, (str, None), (str, None), tuple, (str, None), (str, None), int)
+
+
+def elf_of(value: object) -> ElfInfo | None:
+    """The ElfInfo a cached VALUE holds; None unless every field has its type."""
+    if type(value) is not tuple or len(value) != 11 or type(value[10]) is not bool:
+        return None
+    for field, kind in zip(value, _ELF_TYPES, strict=False):
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if not any(field is None if k is None else type(field) is k for k in kinds):
+            return None
+    if not set(map(type, value[6])) <= {str}:
+        return None
+    return ElfInfo(*value)
 
 
 def _read_head(path: str) -> bytes:

@@ -1,0 +1,295 @@
+"""Issue 26: ``check``'s cache of parsed files never changes a finding.
+
+One small real venv (wheels built here, installed by real pip) per module. Hypothesis draws
+sequences of the changes the file-truth tests make (``tests/checks/test_files.py``): files
+rewritten at the same size or another, deleted, malformed RECORD rows, a RECORD emptied,
+deleted or rewritten at its own size, libraries swapped, an untracked library, METADATA
+edited, a distribution restored. After each change ``check`` with a warm cache (the run
+before the change stored it) must give exactly the findings and model of ``check`` without
+one, the reference.
+
+The default tier trusts a file as soon as it is written (``RACY_NS`` 0), so every change
+lands on a stored entry; each write then gets its own mtime, since a same-size rewrite within
+one timestamp tick is exactly what the racy rule exists for (``test_parsed`` checks that
+rule). The slow variant keeps the real rule: the venv ages past it once, then every change
+is fresh.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from libdoctor.analysis.run import Report
+from libdoctor.api import check
+from libdoctor.environment import parsed
+from libdoctor.loader.fs import ELF
+from support.venvs import Venv, VenvFactory, pip_install
+from support.wheels import WheelFactory
+from support.zoo import EXT, MALFORMED_ROWS, NATIVE, append_record_rows, lib, rewrite_record_row
+
+PURE = "ldc_pure-1.0.dist-info"
+NATIVE_DIST = "ldc_native-1.0.dist-info"
+FILES = ("ldcp/a.py", "ldcp/b.py", f"ldcn/_core{EXT}", "ldcn/lib/libldc.so.1", "ldco/data.txt")
+DISTS = (PURE, NATIVE_DIST, "ldc_other-1.0.dist-info")
+ROWS = tuple(r for r in MALFORMED_ROWS.values() if r is not None)
+_stamp = itertools.count(1)
+
+
+@dataclass
+class Env:
+    venv: Venv
+    original: dict[Path, bytes]  # every file of the ldc distributions, as installed
+    cache_dir: Path
+
+    @property
+    def site(self) -> Path:
+        return self.venv.site_packages
+
+
+@pytest.fixture(scope="module")
+def env(
+    module_venv: VenvFactory, module_wheels: WheelFactory, tmp_path_factory: pytest.TempPathFactory
+) -> Env:
+    venv = module_venv("cache")
+    pip_install(
+        venv,
+        module_wheels(
+            "ldc-pure",
+            "1.0",
+            {"ldcp/__init__.py": b"", "ldcp/a.py": b"A = 1\n", "ldcp/b.py": b"B = 22\n"},
+        ),
+        module_wheels(
+            "ldc-native",
+            "1.0",
+            {
+                "ldcn/__init__.py": b"",
+                f"ldcn/_core{EXT}": lib("n1"),
+                "ldcn/lib/libldc.so.1": lib("l1"),
+            },
+            tag=NATIVE,
+        ),
+        module_wheels("ldc-other", "1.0", {"ldco/__init__.py": b"", "ldco/data.txt": b"hi\n"}),
+    )
+    site = venv.site_packages
+    original = {
+        path: path.read_bytes()
+        for top in ("ldcp", "ldcn", "ldco", *DISTS)
+        for path in (site / top).rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    return Env(venv, original, tmp_path_factory.mktemp("parsed-cache"))
+
+
+def _written(path: Path, data: bytes) -> None:
+    """Write DATA and give the file an mtime of its own (see the module's docstring)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    stamp = 1_700_000_000_000_000_000 + next(_stamp) * 1_000_000
+    os.utime(path, ns=(stamp, stamp))
+
+
+def _same_size(env: Env, rel: str) -> None:
+    path = env.site / rel
+    if path.exists():
+        data = path.read_bytes()
+        _written(path, data[:-1] + bytes([data[-1] ^ 1]) if data else b"")
+
+
+def _grow(env: Env, rel: str) -> None:
+    path = env.site / rel
+    if path.exists():
+        _written(path, path.read_bytes() + b"\0" * 8)
+
+
+def _delete(env: Env, rel: str) -> None:
+    (env.site / rel).unlink(missing_ok=True)
+
+
+def _swap_library(env: Env, rel: str) -> None:
+    _written(env.site / "ldcn/lib/libldc.so.1", lib("l2"))  # another ELF, the same size
+
+
+def _not_elf(env: Env, rel: str) -> None:
+    """An ELF file's bytes replaced by others of its size that are no ELF (elf-invalid)."""
+    path = env.site / rel
+    if path.exists() and rel.endswith((".so", ".so.1")):
+        _written(path, b"\x7fELF" + b"\xff" * (path.stat().st_size - 4))
+
+
+def _untracked(env: Env, rel: str) -> None:
+    _written(env.site / "ldcn/lib/libextra.so", lib("xx"))
+
+
+def _record(env: Env, dist: str) -> Path:
+    return env.site / dist / "RECORD"
+
+
+def _malformed_row(env: Env, dist: str, row: str) -> None:
+    if _record(env, dist).exists():
+        append_record_rows(env.site / dist, row.format(p=dist.partition("-")[0]))
+        _written(_record(env, dist), _record(env, dist).read_bytes())
+
+
+def _rewrite_row(env: Env, dist: str, rel: str) -> None:
+    """REL's row made to match its bytes now, as an installer writing them would."""
+    if _record(env, dist).exists() and (env.site / rel).exists():
+        rewrite_record_row(env.site / dist, rel, (env.site / rel).read_bytes())
+        _written(_record(env, dist), _record(env, dist).read_bytes())
+
+
+def _empty_record(env: Env, dist: str) -> None:
+    _written(_record(env, dist), b"")
+
+
+def _delete_record(env: Env, dist: str) -> None:
+    _record(env, dist).unlink(missing_ok=True)
+
+
+def _reordered_record(env: Env, dist: str) -> None:
+    """The same rows in another order: the same size, other bytes."""
+    if _record(env, dist).exists():
+        lines = _record(env, dist).read_bytes().splitlines(keepends=True)
+        _written(_record(env, dist), b"".join(lines[1:] + lines[:1]))
+
+
+def _renamed_over(env: Env, dist: str) -> None:
+    """Another RECORD's file moved into place (rename: a new inode at the path)."""
+    other = _record(env, DISTS[(DISTS.index(dist) + 1) % len(DISTS)])
+    if other.exists():
+        spare = other.with_name("RECORD.spare")
+        shutil.copy2(other, spare)
+        os.replace(spare, _record(env, dist))
+
+
+def _metadata(env: Env, dist: str) -> None:
+    path = env.site / dist / "METADATA"
+    if path.exists():
+        _written(path, path.read_bytes().replace(b"Version: 1.0", b"Version: 1.1"))
+
+
+def _restore(env: Env, dist: str) -> None:
+    """DIST's files and metadata as installed (and no untracked library)."""
+    (env.site / "ldcn/lib/libextra.so").unlink(missing_ok=True)
+    for path, data in env.original.items():
+        _written(path, data)
+
+
+FileChange = Callable[[Env, str], None]
+DistChange = Callable[[Env, str], None]
+FILE_CHANGES: tuple[FileChange, ...] = (
+    _same_size,
+    _grow,
+    _delete,
+    _not_elf,
+    _swap_library,
+    _untracked,
+)
+DIST_CHANGES: tuple[DistChange, ...] = (
+    _empty_record,
+    _delete_record,
+    _reordered_record,
+    _renamed_over,
+    _metadata,
+    _restore,
+)
+
+
+@st.composite
+def changes(draw: st.DrawFn) -> Callable[[Env], None]:
+    kind = draw(st.sampled_from(("file", "dist", "row", "rewrite")))
+    rel = draw(st.sampled_from(FILES))
+    dist = draw(st.sampled_from(DISTS))
+    if kind == "file":
+        change = draw(st.sampled_from(FILE_CHANGES))
+        return lambda env: change(env, rel)
+    if kind == "dist":
+        dist_change = draw(st.sampled_from(DIST_CHANGES))
+        return lambda env: dist_change(env, dist)
+    if kind == "row":
+        row = draw(st.sampled_from(ROWS))
+        return lambda env: _malformed_row(env, dist, row)
+    owner = PURE if rel.startswith("ldcp/") else NATIVE_DIST
+    return lambda env: _rewrite_row(env, owner, rel)
+
+
+def _checked(env: Env, cache_dir: Path | None) -> Report:
+    report = check(env.venv.path, cache_dir=None if cache_dir is None else str(cache_dir)).run
+    assert report is not None
+    return report
+
+
+def _same(cached: Report, plain: Report) -> None:
+    assert cached.findings == plain.findings
+    assert cached.environment is not None and plain.environment is not None
+    assert cached.environment.distributions == plain.environment.distributions
+    assert (cached.distributions, cached.files) == (plain.distributions, plain.files)
+
+
+def _each_change(env: Env, steps: list[Callable[[Env], None]]) -> Iterator[None]:
+    _checked(env, env.cache_dir)  # warm: what the next run finds stored
+    for step in steps:
+        step(env)
+        yield
+
+
+@pytest.fixture
+def trusting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parsed, "RACY_NS", 0)
+
+
+LIB, CORE = "ldcn/lib/libldc.so.1", f"ldcn/_core{EXT}"
+EVERY_CHANGE: tuple[Callable[[Env], None], ...] = (
+    *(lambda env, c=c: c(env, LIB) for c in FILE_CHANGES),
+    lambda env: _not_elf(env, CORE),
+    lambda env: _same_size(env, "ldcp/a.py"),
+    lambda env: _rewrite_row(env, PURE, "ldcp/a.py"),
+    *(lambda env, c=c: c(env, NATIVE_DIST) for c in DIST_CHANGES),
+    lambda env: _malformed_row(env, PURE, ROWS[0]),
+    lambda env: _reordered_record(env, PURE),
+    lambda env: _restore(env, PURE),
+)
+
+
+def test_every_change_in_turn(env: Env, trusting: None) -> None:
+    """Each kind of change once, on a file it matters for (an ELF file, a RECORD)."""
+    for _ in _each_change(env, list(EVERY_CHANGE)):
+        _same(_checked(env, env.cache_dir), _checked(env, None))
+
+
+@settings(
+    max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=st.lists(changes(), min_size=1, max_size=3))
+def test_the_cache_never_changes_a_finding(
+    env: Env, trusting: None, steps: list[Callable[[Env], None]]
+) -> None:
+    for _ in _each_change(env, steps):
+        cached = _checked(env, env.cache_dir)
+        _same(cached, _checked(env, None))
+    for part in (parsed.RECORDS, ELF):
+        stored = parsed.ParsedFiles.load(str(env.cache_dir), str(env.venv.path), part)
+        assert stored.entries, f"the warm runs stored {part}"
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=st.lists(changes(), min_size=1, max_size=8))
+def test_the_cache_never_changes_a_finding_with_the_racy_rule(
+    env: Env, steps: list[Callable[[Env], None]]
+) -> None:
+    newest = max(p.stat().st_ctime_ns for p in env.site.rglob("*") if p.is_file())
+    time.sleep(max(0.0, (newest + parsed.RACY_NS - time.time_ns()) / 1e9 + 0.1))
+    for _ in _each_change(env, steps):
+        _same(_checked(env, env.cache_dir), _checked(env, None))
