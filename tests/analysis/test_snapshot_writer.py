@@ -127,3 +127,18 @@ def test_the_writer_writes_what_the_plain_one_did(env: Path, deep: bool) -> None
     data = encode(snap)
     assert gzip.decompress(encode(snap, gzipped=True)) == data
     assert encode(decode(data, "test")) == data  # it reads back as it was written
+
+
+def test_the_parsed_files_cache_changes_no_byte(env: Path, tmp_path: Path) -> None:
+    """`snapshot` reads RECORDs and ELF files through check's cache now: cold, warm and
+    without it, the same bytes."""
+    target = from_directory(env, "test")
+
+    def taken(cache: str | None) -> bytes:
+        snap = snapshot_target(target, node="node", cache_dir=cache, environ={}, forked=False)
+        return encode(snap)
+
+    plain = taken(None)
+    assert taken(str(tmp_path / "cache")) == plain  # cold: the cache written
+    assert (tmp_path / "cache").is_dir()
+    assert taken(str(tmp_path / "cache")) == plain  # warm: read from it
