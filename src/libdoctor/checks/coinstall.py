@@ -61,9 +61,7 @@ def path_conflicts(env: Environment, fix: LockFix) -> list[Finding]:
     info for every path shared only with the same bytes (``nvidia/__init__.py``)."""
     pairs: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
     dists: dict[str, Distribution] = {}
-    for path, claims in env.claims.items():
-        if len(claims) < 2:
-            continue
+    for path, claims in env.shared_claims().items():
         first = claims[0]
         for other in claims[1:]:
             a, b = sorted((first.dist, other.dist), key=lambda d: d.key)
