@@ -10,7 +10,6 @@ index keeps connections open (HTTP/1.1), as PyPI does.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import pytest
 from libdoctor.environment.tags import planned
 from libdoctor.whatif.lock import LockPlan, LockPlanOptions, plan_lock
 from support.httpindex import FileServer, serve
+from support.lockindex import ServedWheels
 from support.uvprojects import uv, uv_env
 from support.venvs import LibdoctorRun, run_libdoctor_inprocess
 from support.wheels import build_wheel
@@ -33,21 +33,8 @@ VERSION_PY = b"__version__ = '2.9.1'\ncuda: str | None = '12.8'\nhip = None\n"
 
 
 @dataclass
-class Index:
-    server: FileServer
-    wheels: dict[str, Path]  # name -> wheel file
-    root: Path
+class Index(ServedWheels):
     cache: Path
-
-    @property
-    def simple(self) -> str:
-        return self.server.url + "/simple"
-
-    def url(self, name: str) -> str:
-        return f"{self.server.url}/files/{self.wheels[name].name}"
-
-    def sha256(self, name: str) -> str:
-        return hashlib.sha256(self.wheels[name].read_bytes()).hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -75,27 +62,17 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
         yield Index(server, wheels, root, root / "cache")
 
 
+VERSIONS = {"torch": "2.9.1", "nvidia-cudnn-cu12": "9.1.0", "nvidia-cudnn-cu13": "9.2.0"}
+
+
 def pylock(index: Index, names: list[str], directory: Path) -> Path:
-    versions = {"torch": "2.9.1", "nvidia-cudnn-cu12": "9.1.0", "nvidia-cudnn-cu13": "9.2.0"}
-    text = 'lock-version = "1.0"\ncreated-by = "test"\n'
-    for name in names:
-        text += (
-            f'\n[[packages]]\nname = "{name}"\nversion = "{versions[name]}"\n'
-            f'index = "{index.simple}"\n'
-            f'wheels = [{{ url = "{index.url(name)}", name = "{index.wheels[name].name}", '
-            f'hashes = {{ sha256 = "{index.sha256(name)}" }} }}]\n'
-        )
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "pylock.toml"
-    path.write_text(text)
-    return path
+    return index.pylock(names, VERSIONS, directory)
 
 
 def requirements(names: list[str], directory: Path) -> Path:
-    versions = {"torch": "2.9.1", "nvidia-cudnn-cu12": "9.1.0", "nvidia-cudnn-cu13": "9.2.0"}
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "requirements.txt"
-    path.write_text("".join(f"{n}=={versions[n]}\n" for n in names))
+    path.write_text("".join(f"{n}=={VERSIONS[n]}\n" for n in names))
     return path
 
 

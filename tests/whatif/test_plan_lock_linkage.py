@@ -14,17 +14,16 @@ environment-to-be.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from support.cc import compile_lib
-from support.httpindex import FileServer, serve
+from support.httpindex import serve
+from support.lockindex import ServedWheels as Index
 from support.uvprojects import uv, uv_env
 from support.venvs import LibdoctorRun, run_libdoctor_inprocess
 from support.wheels import build_wheel
@@ -35,23 +34,6 @@ VERSIONS = {
     "missing": "1.0", "user": "1.0", "barlib": "2.0", "system": "1.0", "hostile": "1.0",
     "offpath": "1.0", "nopath": "1.0", "grafted": "1.0",
 }  # fmt: skip
-
-
-@dataclass
-class Index:
-    server: FileServer
-    wheels: dict[str, Path]
-    root: Path
-
-    @property
-    def simple(self) -> str:
-        return self.server.url + "/simple"
-
-    def url(self, name: str) -> str:
-        return f"{self.server.url}/files/{self.wheels[name].name}"
-
-    def sha256(self, name: str) -> str:
-        return hashlib.sha256(self.wheels[name].read_bytes()).hexdigest()
 
 
 def _so(build: Path, name: str, **kwargs: Any) -> bytes:
@@ -91,17 +73,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
 
 
 def pylock(index: Index, names: list[str], directory: Path) -> Path:
-    text = 'lock-version = "1.0"\ncreated-by = "test"\n'
-    for name in names:
-        text += (
-            f'\n[[packages]]\nname = "{name}"\nversion = "{VERSIONS[name]}"\n'
-            f'index = "{index.simple}"\n'
-            f'wheels = [{{ url = "{index.url(name)}", name = "{index.wheels[name].name}", '
-            f'hashes = {{ sha256 = "{index.sha256(name)}" }} }}]\n'
-        )
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "pylock.toml").write_text(text)
-    return directory / "pylock.toml"
+    return index.pylock(names, VERSIONS, directory)
 
 
 def plan(index: Index, lock: Path, cache: Path) -> tuple[LibdoctorRun, Any]:
