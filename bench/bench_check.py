@@ -3,6 +3,8 @@
 Not a test. Paired runs (each round runs every command once, in turn), medians reported.
 
     python bench/bench_check.py /path/to/torch-venv [--rounds 24]
+    python bench/bench_check.py /path/to/torch-venv --deep-only [--deep-rounds 8]
+        [--compare-src /path/to/other/libdoctor/src]
 
 The environment is e.g. a fresh venv with `pip install torch==2.14.1` (22k files, 5.4 GB).
 Budgets (issue 26): check <= 0.25x pip check (warm cache, unchanged env: the result reused; the
@@ -17,6 +19,7 @@ import hashlib
 import itertools
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -32,6 +35,36 @@ def _run(argv: list[str]) -> tuple[float, str]:
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{argv} failed ({proc.returncode}): {proc.stderr.strip()}")
     return elapsed, proc.stdout
+
+
+def _run_timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: user + system of the command and its children)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
+    elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{argv} failed ({proc.returncode}): {proc.stderr.strip()}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
+
+
+def sha256_rates(megabytes: int = 256, tries: int = 3) -> tuple[float, float]:
+    """(bytes per wall second, bytes per CPU second) of single-core SHA-256 on 1 MiB blocks
+    in memory, best of TRIES each: what the bound is made of, measured in the round it
+    bounds (the CPU rate does not move with the machine's load; the wall rate does)."""
+    block = os.urandom(1 << 20)
+    best_wall = best_cpu = 0.0
+    for _ in range(tries):
+        digest = hashlib.sha256()
+        start, cpu = time.perf_counter(), time.thread_time()
+        for _ in range(megabytes):
+            digest.update(block)
+        done = megabytes * len(block)
+        best_wall = max(best_wall, done / (time.perf_counter() - start))
+        best_cpu = max(best_cpu, done / (time.thread_time() - cpu))
+    return best_wall, best_cpu
 
 
 def sha256_single_core_throughput(megabytes: int = 512, tries: int = 3) -> float:
@@ -94,6 +127,21 @@ def read_and_hash_floor(jobs: list[tuple[int, str]]) -> float:
     return time.perf_counter() - start
 
 
+def pool_alone(jobs: list[tuple[int, str]]) -> float:
+    """Seconds for libdoctor's hashing pool (``disk.hashpool``) on the files of JOBS, in
+    this process, with nothing else to do: the pool's share of ``check --deep``."""
+    from libdoctor.disk.hashing import HashJob
+    from libdoctor.disk.hashpool import available_cores, digest_in_pool, largest_first
+    from libdoctor.disk.stat import RealDisk
+
+    disk = RealDisk()
+    todo = [HashJob(path, "sha256", disk.stat(path)) for _, path in jobs]
+    largest_first(todo)
+    start = time.perf_counter()
+    digest_in_pool(todo, available_cores())
+    return time.perf_counter() - start
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("env", type=Path, help="the environment (venv dir) to measure on")
@@ -104,8 +152,20 @@ def main() -> int:
         help="best a multiple of 24 (every order of the 4 commands)",
     )
     parser.add_argument("--deep-rounds", type=int, default=3)
+    parser.add_argument(
+        "--deep-only",
+        action="store_true",
+        help="only cold --deep (a fresh hash cache; the page cache warm), in paired rounds",
+    )
+    parser.add_argument(
+        "--compare-src",
+        type=Path,
+        help="with --deep-only: another libdoctor's src dir, run beside this one each round",
+    )
     args = parser.parse_args()
     env = args.env.resolve()
+    if args.deep_only:
+        return deep_only(env, args.deep_rounds, args.compare_src)
     python = str(env / "bin" / "python")
     libdoctor = [sys.executable, "-m", "libdoctor"]
     with tempfile.TemporaryDirectory(prefix="libdoctor-bench-") as cache:
@@ -180,6 +240,62 @@ def main() -> int:
         f"= {floor:.2f} s = {floor / bound:.2f}x of bound; check --deep --no-cache = "
         f"{deep / floor:.2f}x of the floor"
     )
+    return 0
+
+
+def deep_only(env: Path, rounds: int, compare_src: Path | None) -> int:
+    """Cold ``check --deep`` against the SHA-256 bound, paired in each round with what the
+    bound is made of: single-core SHA-256 rates, the read+hash floor and (COMPARE_SRC) the
+    same command run from another source tree, the two in alternating order."""
+    deep_cmd = [sys.executable, "-m", "libdoctor", "check", str(env), "--deep", "--no-cache"]
+    variants = {"this": dict(os.environ)}
+    if compare_src is not None:
+        variants["compare"] = {**os.environ, "PYTHONPATH": str(compare_src.resolve())}
+    _, out = _run([*deep_cmd, "--json"])  # warms the page cache; not counted
+    hashed = json.loads(out)["tool"]["hashing"]["bytes_hashed"]
+    jobs = _hash_jobs(env)
+    cores = os.cpu_count() or 1
+    names = list(variants)
+    header = "| round | load | SHA-256 GB/s (wall, cpu) | bound s |"
+    header += "".join(f" {n} s | {n} x bound | {n} cpu x hash cpu |" for n in names)
+    print(f"environment: {env}; {hashed / 1e9:.2f} GB hashed; {cores} cores; page cache warm")
+    print(header + " floor s | floor x bound | pool alone s | pool x bound |")
+    print("|---" * (4 + 3 * len(names) + 4) + "|")
+    ratios: dict[str, list[float]] = {n: [] for n in [*names, "floor", "pool"]}
+    cpu_ratios: dict[str, list[float]] = {n: [] for n in names}
+    for number in range(rounds):
+        wall_rate, cpu_rate = sha256_rates()
+        bound = hashed / (cores * wall_rate)
+        hash_cpu = hashed / cpu_rate
+        load = os.getloadavg()[0]
+        cells = [f"| {number + 1} | {load:.2f} | {wall_rate / 1e9:.2f}, {cpu_rate / 1e9:.2f} | "]
+        cells.append(f"{bound:.3f} |")
+        order = names if number % 2 == 0 else names[::-1]
+        measured = {name: _run_timed(deep_cmd, variants[name]) for name in order}
+        for name in names:
+            wall, cpu = measured[name]
+            ratios[name].append(wall / bound)
+            cpu_ratios[name].append(cpu / hash_cpu)
+            cells.append(f" {wall:.3f} | {wall / bound:.2f}x | {cpu / hash_cpu:.2f}x |")
+        floor = read_and_hash_floor(jobs)
+        ratios["floor"].append(floor / bound)
+        pool = pool_alone(jobs)
+        ratios["pool"].append(pool / bound)
+        cells.append(f" {floor:.3f} | {floor / bound:.2f}x | {pool:.3f} | {pool / bound:.2f}x |")
+        print("".join(cells), flush=True)
+    # On a shared machine the neighbours only ever add time: the best round is the one they
+    # disturbed least, the median what a user sees.
+    for name in names:
+        print(
+            f"{name}: check --deep --no-cache {statistics.median(ratios[name]):.2f}x of bound "
+            f"(median; best {min(ratios[name]):.2f}x), "
+            f"{statistics.median(cpu_ratios[name]):.2f}x the CPU of hashing its bytes"
+        )
+    for name, what in (("floor", f"read+hash only, {cores} threads"), ("pool", "the pool alone")):
+        print(
+            f"{name} ({what}): {statistics.median(ratios[name]):.2f}x of bound "
+            f"(median; best {min(ratios[name]):.2f}x)"
+        )
     return 0
 
 

@@ -152,7 +152,9 @@ def snapshot(
 ) -> Snapshot:
     """TARGET's distributions, files, libraries and findings as ``libdoctor snapshot``
     records them (``to_document``/``encode`` of ``libdoctor.analysis.snapshot`` give its
-    JSON). NODE: the machine's name (default: ``$SLURMD_NODENAME``, else the host name)."""
+    JSON). NODE: the machine's name (default: ``$SLURMD_NODENAME``, else the host name).
+    CACHE_DIR: as ``check``'s, where digests (with DEEP) and parsed RECORDs and ELF files
+    are kept between runs; None for no cache."""
     from libdoctor.analysis.snapshot import node_name, snapshot_target
 
     found = resolve_target(target, python)
@@ -160,7 +162,7 @@ def snapshot(
         found,
         node=node_name(os.environ) if node is None else node,
         deep=deep,
-        cache_dir=cache_dir if deep else None,
+        cache_dir=cache_dir,
         environ=os.environ,
         progress=progress,
     )

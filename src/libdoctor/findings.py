@@ -62,6 +62,7 @@ Code = Literal[
     "lock-path-conflict",
     "lock-cuda-mixed-major",
     "lock-requirement-unmet",
+    "lock-unresolved-library",
     "lock-cannot-tell",
     "stale-caches",
     "stale-cache-entry",
@@ -148,6 +149,10 @@ _CODES: tuple[CodeInfo, ...] = (
     ),
     CodeInfo(
         "lock-requirement-unmet", "plan lock: a locked wheel requires what the lock does not hold"
+    ),
+    CodeInfo(
+        "lock-unresolved-library",
+        "plan lock: a locked extension needs a library neither the lock nor the system gives",
     ),
     CodeInfo("lock-cannot-tell", "plan lock: a locked package whose files cannot be known"),
     CodeInfo("stale-caches", "compile caches hold entries built for other versions than the env's"),

@@ -11,6 +11,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -362,17 +363,23 @@ def test_the_overlapped_check_equals_the_plain_one(
 ) -> None:
     """analysis.overlap (the loader work in a forked child) against analysis.run's plain
     sequential run, the reference: the same findings, counts and snapshot facts; with --deep
-    once from a cold hash cache and once from the warm one (the unchanged-env shortcut)."""
+    once from a cold hash cache and once from the warm one (the unchanged-env shortcut), and
+    against hashing one file after the other (workers=1, no cache: hashpool's reference)."""
     venv: Venv = request.getfixturevalue(state)
     target = from_directory(venv.path, "test")
     context = LoaderContext(probe_loader_system(), None, str(venv.path))
     options = CheckOptions(deep=deep, cache_dir=str(tmp_path), libraries=context, facts=deep)
+    cold = None
     for _ in range(2 if deep else 1):
         fast = overlap.run_check(target, options)
+        cold = cold or fast.hashing
         plain = run.run_check(target, options)
         assert fast.findings == plain.findings
         assert (fast.distributions, fast.files) == (plain.distributions, plain.files)
         assert fast.facts == plain.facts and (fast.facts is not None) == deep
+    if deep:
+        one_by_one = run.run_check(target, replace(options, workers=1, cache_dir=None))
+        assert one_by_one.findings == fast.findings and one_by_one.hashing == cold
     assert state == "coherent" or fast.findings
 
 

@@ -9,6 +9,7 @@ checkout's. The hooks run under real ``pre-commit`` (``slow``: it builds its own
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from support.httpindex import FileServer, serve
 from support.venvs import Venv
 
 yaml = pytest.importorskip("yaml")
@@ -148,13 +150,13 @@ def test_action_refuses_an_unknown_format(tmp_path: Path, healthy: Venv) -> None
 # --------------------------------------------------------------------------- pre-commit
 
 
-def test_action_plans_a_lock(tmp_path: Path) -> None:
-    """``plan-lock: FILE``: two locked wheels (local files) installing one path, stopped."""
+def local_pylock(directory: Path) -> Path:
+    """DIRECTORY/pylock.toml locking two wheels (files beside it) that install one path."""
     from support.wheels import build_wheel
 
-    one = build_wheel(tmp_path / "w", "one", "1.0", {"shared/lib.so": b"one"})
-    two = build_wheel(tmp_path / "w", "two", "1.0", {"shared/lib.so": b"two"})
-    lock = tmp_path / "pylock.toml"
+    one = build_wheel(directory / "w", "one", "1.0", {"shared/lib.so": b"one"})
+    two = build_wheel(directory / "w", "two", "1.0", {"shared/lib.so": b"two"})
+    lock = directory / "pylock.toml"
     lock.write_text(
         'lock-version = "1.0"\ncreated-by = "test"\n'
         + "".join(
@@ -162,11 +164,36 @@ def test_action_plans_a_lock(tmp_path: Path) -> None:
             for n, w in (("one", one), ("two", two))
         )
     )
+    return lock
+
+
+def test_action_plans_a_lock(tmp_path: Path) -> None:
+    """``plan-lock: FILE``: two locked wheels (local files) installing one path, stopped."""
+    local_pylock(tmp_path)
     done, output = run_step(tmp_path, {"plan-lock": "pylock.toml", "install": "false"})
     assert done.returncode == 1, done.stderr
     assert "lock-path-conflict" in done.stdout and "shared/lib.so" in done.stdout
     assert outputs(output) == {"exit-code": "1"}
     assert "::error::libdoctor plan lock exited 1" in done.stderr
+
+
+def test_action_plans_a_lock_into_sarif(tmp_path: Path) -> None:
+    """``plan-lock: locks/pylock.toml`` with ``format: sarif``: the result is located at the
+    line of the package to drop, by a URI relative to the workspace (code scanning reads a
+    relative URI from the repository's root)."""
+    (tmp_path / "locks").mkdir()
+    lines = local_pylock(tmp_path / "locks").read_text().splitlines()
+    given = {"plan-lock": "locks/pylock.toml", "install": "false", "format": "sarif"}
+    done, output = run_step(tmp_path, given)
+    assert done.returncode == 1, done.stderr
+    assert outputs(output) == {"sarif-file": "libdoctor.sarif", "exit-code": "1"}
+    run = json.loads((tmp_path / "libdoctor.sarif").read_text())["runs"][0]
+    (result,) = run["results"]
+    assert result["ruleId"] == "lock-path-conflict"
+    where = result["locations"][0]["physicalLocation"]
+    assert where["artifactLocation"] == {"uri": "locks/pylock.toml", "uriBaseId": "TARGET"}
+    assert run["originalUriBaseIds"]["TARGET"]["uri"] == tmp_path.as_uri() + "/"
+    assert lines[where["region"]["startLine"] - 1] == 'name = "two"'
 
 
 def hooks() -> dict[str, dict[str, Any]]:
@@ -207,8 +234,33 @@ def hook_repo(dest: Path) -> str:
     return git(dest, "rev-parse", "HEAD")
 
 
+# Every proxy variable at the discard port (nothing answers there), but for 127.0.0.1.
+LOCAL_ONLY = {name: "http://127.0.0.1:9" for name in ("http_proxy", "https_proxy", "HTTP_PROXY",
+              "HTTPS_PROXY")} | {"no_proxy": "127.0.0.1", "NO_PROXY": "127.0.0.1"}  # fmt: skip
+
+
+def served_pylock(server: FileServer, wheels: list[Path]) -> str:
+    """A pylock.toml of WHEELS as SERVER serves them, with their sha256."""
+    text = 'lock-version = "1.0"\ncreated-by = "test"\n'
+    for wheel in wheels:
+        name, version = wheel.name.split("-")[:2]
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        text += (
+            f'[[packages]]\nname = "{name}"\nversion = "{version}"\n'
+            f'wheels = [{{ url = "{server.url}/files/{wheel.name}", '
+            f'hashes = {{ sha256 = "{digest}" }} }}]\n'
+        )
+    return text
+
+
 @pytest.mark.slow
 def test_pre_commit_hooks_for_real(tmp_path: Path, healthy: Venv, phantom: Venv) -> None:
+    """The three hooks in a project's config, run by real pre-commit. Its env is built from
+    the hook repo first (``install-hooks``: pip reaches the package index); the runs after
+    it go through a proxy that answers nothing but to 127.0.0.1, where the plan-lock hook's
+    wheels are served: the hooks themselves reach no other host."""
+    from support.wheels import build_wheel
+
     pre_commit = Path(sys.executable).parent / "pre-commit"
     if not pre_commit.exists():
         pytest.skip("pre-commit is not installed (the dev extra has it)")
@@ -219,42 +271,55 @@ def test_pre_commit_hooks_for_real(tmp_path: Path, healthy: Venv, phantom: Venv)
     project.mkdir()
     git(project, "init", "-q")
     (project / "requirements.txt").write_text("cudnn-a==9.1.0\ntorchlike==1.0\n")
+    (project / "locks").mkdir()
     env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") or k == "HOME"}
     env |= {"PATH": "/usr/bin:/bin", "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
+    built = tmp_path / "w"
+    one = build_wheel(built, "one", "1.0", {"shared/lib.so": b"one " * 10, "one/a.py": b""})
+    two = build_wheel(built, "two", "1.0", {"shared/lib.so": b"two " * 10, "two/a.py": b""})
+    plan_args = ["--cache-dir", str(tmp_path / "wheel-cache"), "--platform", "linux_x86_64"]
 
-    def run(target: Venv) -> subprocess.CompletedProcess[str]:
-        config = {
-            "repos": [
-                {
-                    "repo": str(repo),
-                    "rev": rev,
-                    "hooks": [
-                        {"id": "libdoctor-check", "args": [str(target.path)]},
-                        {
-                            "id": "libdoctor-verify-lock",
-                            "args": ["requirements.txt", str(target.path)],
-                        },
-                    ],
-                }
-            ]
-        }
-        (project / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
+    def config(target: Venv) -> None:
+        hooks = [
+            {"id": "libdoctor-check", "args": [str(target.path)]},
+            {"id": "libdoctor-verify-lock", "args": ["requirements.txt", str(target.path)]},
+            {"id": "libdoctor-plan-lock", "args": plan_args, "files": r"^locks/pylock\.toml$"},
+        ]
+        doc = {"repos": [{"repo": str(repo), "rev": rev, "hooks": hooks}]}
+        (project / ".pre-commit-config.yaml").write_text(yaml.safe_dump(doc))
+
+    def run(target: Venv, lock: str) -> subprocess.CompletedProcess[str]:
+        config(target)
+        (project / "locks" / "pylock.toml").write_text(lock)
         git(project, "add", ".")
         argv = [str(pre_commit), "run", "--all-files"]
         return subprocess.run(
-            argv, cwd=project, env=env, capture_output=True, text=True, timeout=600
+            argv, cwd=project, env=env | LOCAL_ONLY, capture_output=True, text=True, timeout=600
         )
 
-    ok = run(healthy)
+    config(healthy)
+    installed = subprocess.run(
+        [str(pre_commit), "install-hooks"], cwd=project, env=env, capture_output=True,
+        text=True, timeout=600,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    with serve() as server:
+        server.add_wheel(one)
+        server.add_wheel(two)
+        ok = run(healthy, served_pylock(server, [one]))
+        broken = run(phantom, served_pylock(server, [one, two]))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert re.search(r"libdoctor check\.+Passed", ok.stdout), ok.stdout
     assert re.search(r"libdoctor verify --lock\.+Passed", ok.stdout), ok.stdout
-    broken = run(phantom)
+    assert re.search(r"libdoctor plan lock\.+Passed", ok.stdout), ok.stdout
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert re.search(r"libdoctor check\.+Failed", broken.stdout), broken.stdout
     assert "torchlike 1.0 needs libcudnn.so.9: not found" in broken.stdout
     assert re.search(r"libdoctor verify --lock\.+Failed", broken.stdout), broken.stdout
     assert "lock-files" in broken.stdout
+    assert re.search(r"libdoctor plan lock\.+Failed", broken.stdout), broken.stdout
+    assert "lock-path-conflict" in broken.stdout and "shared/ (1)" in broken.stdout
+    assert "one 1.0 and two 1.0 both install 1 path(s) with different bytes" in broken.stdout
     # try-repo takes no args: the hook then reads pre-commit's own env (its $VIRTUAL_ENV; that
     # env is often healthy, so --verbose shows the output of a passing hook too),
     # which is why the README's config names the target in args

@@ -12,7 +12,11 @@ from typing import Any
 
 import pytest
 
+from libdoctor.analysis.snapshot import encode
+from support.repairs import Cli
+from support.rss import measured, peak_rss
 from support.slurm import fake_srun
+from support.snapshots import changed_row, made_snapshot, without_dist
 from support.venvs import SRC_DIR, Libdoctor, Venv, VenvFactory, pip_install
 from support.wheels import WheelFactory
 
@@ -58,6 +62,43 @@ def test_fleet_of_files(two_envs: tuple[Venv, Venv], libdoctor: Libdoctor, tmp_p
     assert run.rc == 1 and run.json()["differing"] == ["n1", "n3"]
     same = libdoctor("fleet", files[0], files[2])
     assert same.rc == 0, same.describe()
+
+
+# Issue 26: 300 snapshots of 2,000 file rows each, two of them odd. Each file was parsed
+# whole and kept: 205 MB at the peak, growing with every node; read by digest, ~25 MB.
+FLEET_RSS_BOUND = 100 << 20
+
+
+def _many(where: Path, count: int = 300) -> list[Path]:
+    base = made_snapshot(20, 100, node="NODE-NAME", prefix="/envs/NODE-NAME")
+    text = encode(base).decode()
+    odd = {
+        42: encode(changed_row(base, 3, 5)).decode(),
+        count - 50: encode(without_dist(base, 7)).decode(),
+    }
+    files = []
+    for i in range(count):
+        files.append(where / f"f{i:04}.json")
+        files[-1].write_text(odd.get(i, text).replace("NODE-NAME", f"node-{i:04}"))
+    return files
+
+
+def test_a_fleet_of_many_names_exactly_its_odd_nodes_in_bounded_memory(tmp_path: Path) -> None:
+    files = _many(tmp_path)
+    cli, rss, page = Cli(tmp_path / "cache"), tmp_path / "rss", tmp_path / "fleet.html"
+    run = cli("fleet", *files, "--json", "--html", page, prefix=measured(rss))
+    assert run.rc == 1, run.describe()
+    assert peak_rss(rss) < FLEET_RSS_BOUND, peak_rss(rss)
+    doc = run.json()
+    assert doc["nodes"] == 300 and doc["differing"] == ["node-0042", "node-0250"]
+    assert [len(g["nodes"]) for g in doc["groups"]] == [298, 1, 1]
+    html = page.read_text()
+    assert html.count("node-0042") >= 2 and html.count("node-0250") >= 2  # table and section
+    text = cli("fleet", *files).stdout
+    assert "300 nodes; reference: node-0000 (the majority)" in text
+    assert "and 292 more (298 nodes)  same as the reference" in text
+    assert "\nnode-0042" in text and "\nnode-0250" in text
+    assert text.count("node-0") == 6 + 2 * 2 + 1  # the group's six, the odd two twice, the ref
 
 
 # --------------------------------------------------------------------------- Slurm

@@ -6,6 +6,9 @@ the body, then closes the connection. Every request is logged (path and Range he
 test can count what went over the wire. ``auth`` ("user:password") makes it demand basic auth.
 ``answers`` puts a hostile server behind a path: a function given the request's handler (and
 the file's bytes there, if any) that writes the status line, headers and body itself.
+``keep_alive`` answers in HTTP/1.1 and keeps connections open between requests (counted in
+``connections``); ``close_after`` then closes one after that many answers without saying so,
+as a server whose idle timeout passed does.
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import socket
 import threading
 import zipfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -49,6 +53,10 @@ class FileServer:
     log: list[Request] = field(default_factory=list)
     port: int = 0
     sent: int = 0  # body bytes written
+    keep_alive: bool = False
+    close_after: int | None = None  # answers on one kept connection, then it is closed
+    connections: int = 0  # accepted
+    open_sockets: list[socket.socket] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -91,9 +99,28 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     request_log: Request
     head: bool = False
+    answered: int = 0  # on this connection
 
     def log_message(self, format: str, *args: object) -> None:  # quiet
         pass
+
+    def setup(self) -> None:
+        super().setup()
+        state = self.server.state
+        state.connections += 1
+        state.open_sockets.append(self.connection)
+        self.answered = 0
+        if state.keep_alive:
+            self.protocol_version = "HTTP/1.1"
+            # headers and body are two writes: without this, the body of an answer on a
+            # kept connection waits for the client's delayed ACK of the headers (40 ms)
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def handle_one_request(self) -> None:
+        super().handle_one_request()
+        self.answered += 1
+        if self.answered == self.server.state.close_after:
+            self.close_connection = True  # without a Connection: close header
 
     def do_HEAD(self) -> None:
         self.do_GET(head=True)
@@ -200,3 +227,6 @@ def serve(state: FileServer | None = None) -> Iterator[FileServer]:
         server.shutdown()
         server.server_close()
         thread.join()
+        for sock in state.open_sockets:  # kept connections end with the server
+            with suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)

@@ -4,21 +4,25 @@ by range from a real index on 127.0.0.1 serving wheels built here.
 The seed's lock in miniature: a torch stand-in built for CUDA 12.8 (its ``torch/version.py``
 says so, read by range) requiring ``nvidia-cudnn-cu12``, and ``nvidia-cudnn-cu13`` beside
 it, which installs the same library path with other bytes. The same lock as pylock.toml, as
-a uv.lock made by real uv against the index, and as a requirements file of pins.
+a uv.lock made by real uv against the index, and as a requirements file of pins. The
+index keeps connections open (HTTP/1.1), as PyPI does.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from libdoctor.environment.tags import planned
+from libdoctor.whatif.lock import LockPlan, LockPlanOptions, plan_lock
 from support.httpindex import FileServer, serve
+from support.lockindex import ServedWheels
 from support.uvprojects import uv, uv_env
 from support.venvs import LibdoctorRun, run_libdoctor_inprocess
 from support.wheels import build_wheel
@@ -29,21 +33,8 @@ VERSION_PY = b"__version__ = '2.9.1'\ncuda: str | None = '12.8'\nhip = None\n"
 
 
 @dataclass
-class Index:
-    server: FileServer
-    wheels: dict[str, Path]  # name -> wheel file
-    root: Path
+class Index(ServedWheels):
     cache: Path
-
-    @property
-    def simple(self) -> str:
-        return self.server.url + "/simple"
-
-    def url(self, name: str) -> str:
-        return f"{self.server.url}/files/{self.wheels[name].name}"
-
-    def sha256(self, name: str) -> str:
-        return hashlib.sha256(self.wheels[name].read_bytes()).hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -65,33 +56,23 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
             dest, "nvidia-cudnn-cu13", "9.2.0", {LIB: b"cudnn 13 " * 120, HEADER: header}
         ),
     }  # fmt: skip
-    with serve() as server:
+    with serve(FileServer(keep_alive=True)) as server:  # as PyPI: connections kept
         for wheel in wheels.values():
             server.add_wheel(wheel)
         yield Index(server, wheels, root, root / "cache")
 
 
+VERSIONS = {"torch": "2.9.1", "nvidia-cudnn-cu12": "9.1.0", "nvidia-cudnn-cu13": "9.2.0"}
+
+
 def pylock(index: Index, names: list[str], directory: Path) -> Path:
-    versions = {"torch": "2.9.1", "nvidia-cudnn-cu12": "9.1.0", "nvidia-cudnn-cu13": "9.2.0"}
-    text = 'lock-version = "1.0"\ncreated-by = "test"\n'
-    for name in names:
-        text += (
-            f'\n[[packages]]\nname = "{name}"\nversion = "{versions[name]}"\n'
-            f'index = "{index.simple}"\n'
-            f'wheels = [{{ url = "{index.url(name)}", name = "{index.wheels[name].name}", '
-            f'hashes = {{ sha256 = "{index.sha256(name)}" }} }}]\n'
-        )
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "pylock.toml"
-    path.write_text(text)
-    return path
+    return index.pylock(names, VERSIONS, directory)
 
 
 def requirements(names: list[str], directory: Path) -> Path:
-    versions = {"torch": "2.9.1", "nvidia-cudnn-cu12": "9.1.0", "nvidia-cudnn-cu13": "9.2.0"}
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "requirements.txt"
-    path.write_text("".join(f"{n}=={versions[n]}\n" for n in names))
+    path.write_text("".join(f"{n}=={VERSIONS[n]}\n" for n in names))
     return path
 
 
@@ -157,6 +138,24 @@ def test_pylock_seed_is_stopped_and_the_clean_lock_exits_0(index: Index) -> None
     assert all(w["how"] == "cache" for w in doc["lock"]["wheels"])  # read once, kept
 
 
+def test_wheels_read_on_threads_give_the_sequential_plan(index: Index, tmp_path: Path) -> None:
+    """``whatif.threads``' reference: one worker (every wheel in turn) and eight (at once,
+    on kept connections) plan the same lock into the same wheels, findings and order."""
+    lock = requirements(SEED, tmp_path)  # index pages and wheels, every one read
+    platform = planned("3.11", "manylinux_2_28_x86_64")
+
+    def plan_with(workers: int) -> LockPlan:
+        cache = str(tmp_path / f"cache-{workers}")
+        options = LockPlanOptions(cache_dir=cache, index_url=index.simple, workers=workers)
+        return plan_lock(str(lock), platform, options)
+
+    sequential, threaded = plan_with(1), plan_with(8)
+    assert [w.filename for w in threaded.wheels] == [w.filename for w in sequential.wheels]
+    assert [w.read for w in threaded.wheels] == [w.read for w in sequential.wheels]
+    assert threaded.findings == sequential.findings and len(sequential.findings) == 2
+    assert all(w.read.how == "range" for w in threaded.wheels)
+
+
 def test_uv_lock_made_by_real_uv(index: Index, uv_lock: Path) -> None:
     run, doc = plan(index, uv_lock)
     assert run.rc == 1, run.stderr
@@ -217,11 +216,18 @@ def test_sarif_points_at_the_package_line(index: Index, uv_lock: Path, form: str
         assert line in (f'name = "{expected}"', f"{expected}=={line.partition('==')[2]}")
 
 
+def first_ten_bytes(handler: BaseHTTPRequestHandler, body: bytes) -> None:
+    """A server that lies about the range it sends: the first ten bytes, whatever was asked."""
+    handler.wfile.write(b"HTTP/1.1 206 Partial Content\r\nContent-Length: 10\r\n")
+    handler.wfile.write(f"Content-Range: bytes 0-9/{len(body)}\r\n\r\n".encode() + body[:10])
+
+
 @pytest.mark.parametrize(
     ("what", "expected"),
     [
         ("404", "HTTP 404"),
         ("no-ranges", "does not answer range requests"),
+        ("lying-range", "the server sent bytes 0-9/"),
         ("bad-lock", "does not parse"),
         ("hash", "is not the index's"),
     ],
@@ -240,11 +246,11 @@ def test_cannot_plan_is_one_line_exit_2(
     else:
         wheel = index.wheels["nvidia-cudnn-cu12"]
         with serve(FileServer(mode="full" if what == "no-ranges" else "range")) as other:
-            if what == "no-ranges":
-                other.add_wheel(wheel)
-            else:
-                other.add_wheel(wheel)
+            other.add_wheel(wheel)
+            if what == "404":
                 del other.files[f"/files/{wheel.name}"]
+            elif what == "lying-range":
+                other.answers[f"/files/{wheel.name}"] = first_ten_bytes
             text = (
                 'lock-version = "1.0"\ncreated-by = "test"\n[[packages]]\n'
                 'name = "nvidia-cudnn-cu12"\nversion = "9.1.0"\n'

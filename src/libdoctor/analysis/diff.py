@@ -166,7 +166,7 @@ def _same_bytes(a: FileRow, b: FileRow) -> bool:
 
 
 def _files(a: DistRecord, b: DistRecord) -> list[FileChange]:
-    if a.files == b.files:
+    if a is b or a.files == b.files:
         return []
     rows_a = {row.path: row for row in a.files}
     rows_b = {row.path: row for row in b.files}
@@ -294,12 +294,17 @@ def compare_fleet(
     snapshots: Sequence[tuple[str, Snapshot]], reference: str | None = None
 ) -> FleetComparison:
     """Group alike nodes, pick the reference (REFERENCE: a node's name or a unique start of
-    it; else the largest group, ties to the first node), and diff each group against it."""
+    it; else the largest group, ties to the first node), and diff each group against it.
+    Nodes may share one Snapshot object (``analysis.fleet``): it is compared once."""
     if not snapshots:
         raise LibdoctorError("no snapshots to compare")
     groups: dict[tuple[object, ...], list[tuple[str, Snapshot]]] = {}
+    shared: dict[int, list[tuple[str, Snapshot]]] = {}  # one Snapshot of many nodes: keyed once
     for label, snap in snapshots:
-        groups.setdefault(snap.compared(), []).append((label, snap))
+        group = shared.get(id(snap))
+        if group is None:
+            group = shared[id(snap)] = groups.setdefault(snap.compared(), [])
+        group.append((label, snap))
     members = list(groups.values())
     if reference is not None:
         ref_label = _find_node(reference, [label for label, _ in snapshots])

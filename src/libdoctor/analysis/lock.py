@@ -47,7 +47,7 @@ def verify_lock(
     markers = marker_environment(target)
     selection = select(lock, markers, sync)
     disk = RealDisk()
-    env, states = model_and_states(target, disk)
+    env, states = model_and_states(target, disk, deep=options.deep)
     digests, hashing = None, None
     if options.deep:
         digests, stats = compute_digests(env, disk, options, progress, states)

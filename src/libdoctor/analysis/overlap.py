@@ -23,6 +23,7 @@ from libdoctor.analysis.run import (
     compute_digests,
     model_and_states,
     native_checks,
+    remembers,
     report_of,
 )
 from libdoctor.checks.files import check_files
@@ -42,8 +43,8 @@ def run_check(
 ) -> Report:
     """Every check on TARGET, the loader and stack checks in a forked child from the start."""
     native, later = _start_native(target, options)
-    disk = RealDisk(target.root)
-    env, states = model_and_states(target, disk, options.cache_dir)
+    disk = RealDisk(target.root, remembers(options))
+    env, states = model_and_states(target, disk, options.cache_dir, options.deep)
     hashing: dict[str, int] | None = None
     digests = None
     if options.deep:
@@ -51,7 +52,11 @@ def run_check(
         if later is not None:  # the child's stack checks may wait for these
             _send_digests(later, digests)
         hashing = stats.as_dict()
-    files = check_files(env, disk, digests)  # while the child may still be at work
+    # While the child may still be at the loader work: the file checks, and what the
+    # caller asked to be done with the model meanwhile (a snapshot's file rows).
+    files = check_files(env, disk, digests)
+    if options.meanwhile is not None:
+        options.meanwhile(env, disk, digests)
     caches = cache_findings(env, options.caches)
     native_findings, facts = native()
     findings = files + native_findings + caches

@@ -303,8 +303,8 @@ def run_check(
     model, disk or digests (``Report.environment`` is None). OPTIONS' loader context must be
     the one ``api.check`` builds (from the environment and the working directory, both in
     the key), its ``caches`` the environment the compile-cache look runs with."""
-    if options.cache_dir is None:
-        from libdoctor.analysis.overlap import run_check as plain
+    if options.cache_dir is None or options.facts or options.meanwhile is not None:
+        from libdoctor.analysis.overlap import run_check as plain  # (a snapshot's: never)
 
         return plain(target, options, progress=progress)
     file = _stored_file(options.cache_dir, target.prefix, options)

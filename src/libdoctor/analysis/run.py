@@ -39,6 +39,10 @@ class CheckOptions:
     # The variables the target's tools run with, to find their compile caches (one bounded
     # look, ``stack.caches.quick_stale``); None: caches are not looked at.
     caches: Mapping[str, str] | None = None
+    # Called with the model, the disk and the digests once the file checks are done, in the
+    # process that made them, while a forked child may still run the loader checks (a
+    # snapshot builds its file rows there).
+    meanwhile: Callable[[Environment, Disk, Digests | None], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,16 +168,19 @@ def run_check(
     from libdoctor.checks.files import check_files
     from libdoctor.disk.stat import RealDisk
 
-    disk = RealDisk(target.root) if disk is None else disk
-    env, states = model_and_states(target, disk, options.cache_dir)
+    disk = RealDisk(target.root, remembers(options)) if disk is None else disk
+    env, states = model_and_states(target, disk, options.cache_dir, options.deep)
     digests, hashing = None, None
     if options.deep:
         digests, stats = compute_digests(env, disk, options, progress, states)
         hashing = stats.as_dict()
+    file_findings = check_files(env, disk, digests)
+    if options.meanwhile is not None:
+        options.meanwhile(env, disk, digests)
     native, facts = native_checks(
         env, disk, digests, options.libraries, options.facts, options.cache_dir
     )
-    findings = check_files(env, disk, digests) + native
+    findings = file_findings + native
     findings += cache_findings(env, options.caches)
     return report_of(target, env, disk, findings, hashing, digests, facts)
 
@@ -190,12 +197,20 @@ def cache_findings(env: Environment, environ: Mapping[str, str] | None) -> list[
     return stale_summary(quick_stale(environ, env.target, versions), env.target.prefix)
 
 
+def remembers(options: CheckOptions) -> bool:
+    """Whether a run's disk keeps every file's state: for --deep (it states each file
+    again, to hash it) and a snapshot (it writes each file's size), not for a plain check,
+    which asks each file's once (a million recorded files: 90 MB)."""
+    return options.deep or options.facts
+
+
 def model_and_states(
-    target: Target, disk: Disk, cache_dir: str | None = None
+    target: Target, disk: Disk, cache_dir: str | None = None, deep: bool = True
 ) -> tuple[Environment, list[FileState] | None]:
-    """The full model, and every claimed file's state fetched at once on the real disk (the
-    --deep shortcut fingerprints them; the checks find them in the disk's memo). CACHE_DIR:
-    where parsed RECORDs are kept between runs (None: every RECORD parsed)."""
+    """The full model, and every claimed file's state fetched at once on a real disk that
+    remembers them (the checks find them in its memo); the states are returned for DEEP
+    only (its shortcut fingerprints them), else None: a million of them are 200 MB.
+    CACHE_DIR: where parsed RECORDs are kept between runs (None: every RECORD parsed)."""
     from libdoctor.disk.stat import RealDisk
     from libdoctor.environment.distributions import scan_target
     from libdoctor.environment.model import build_environment
@@ -205,10 +220,11 @@ def model_and_states(
     env = build_environment(target, scan_target(target, records=records))
     records.save()
     states = None
-    if isinstance(disk, RealDisk):
+    if isinstance(disk, RealDisk) and disk.remember_files:
         pycache = f"{os.sep}__pycache__{os.sep}"  # is_bytecode(), inlined: 22k paths
-        states = disk.prefetch(p for p in env.claims if not (p.endswith(".pyc") and pycache in p))
-    return env, states
+        paths = (p for p in env.claims if not (p.endswith(".pyc") and pycache in p))
+        states = disk.prefetch(paths, states=deep)
+    return env, states if deep else None
 
 
 def report_of(

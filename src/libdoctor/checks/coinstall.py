@@ -9,8 +9,9 @@ where the installer puts it) and the lock's packages. Pure: nothing is read here
   install order, and uv installs wheels in parallel. The same bytes are an info.
 - ``lock-cuda-mixed-major``: a framework built for one CUDA major beside CUDA wheels of
   another (error); CUDA wheels of several majors and no framework (warning).
-- ``lock-requirement-unmet``: a locked wheel requires (for this platform) a name the lock
-  does not hold here, or a version of it the lock does not pin.
+- ``lock-requirement-unmet``: a locked wheel requires (for this platform, and the extras it
+  is installed with) a name the lock does not hold here, or a version of it the lock does
+  not pin.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from libdoctor.environment.distributions import Distribution, canonicalize_name
 from libdoctor.environment.lockfile import LockedPackage
@@ -25,6 +27,9 @@ from libdoctor.environment.model import Environment
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.stack.cuda import CudaPackage, cuda_major_of
 from libdoctor.stack.frameworks import FrameworkBuild
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 __all__ = ["LockFix", "cuda_majors", "path_conflicts", "unmet_requirements"]
 
@@ -56,9 +61,7 @@ def path_conflicts(env: Environment, fix: LockFix) -> list[Finding]:
     info for every path shared only with the same bytes (``nvidia/__init__.py``)."""
     pairs: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
     dists: dict[str, Distribution] = {}
-    for path, claims in env.claims.items():
-        if len(claims) < 2:
-            continue
+    for path, claims in env.shared_claims().items():
         first = claims[0]
         for other in claims[1:]:
             a, b = sorted((first.dist, other.dist), key=lambda d: d.key)
@@ -193,20 +196,22 @@ def _packages_mixed(by_major: Mapping[int, list[CudaPackage]]) -> Finding:
 
 
 def unmet_requirements(
-    env: Environment, held: Sequence[LockedPackage], markers: Mapping[str, str]
+    env: Environment,
+    held: Sequence[LockedPackage],
+    markers: Mapping[str, str],
+    extras: Mapping[str, frozenset[str]] | None = None,
 ) -> list[Finding]:
-    """Each locked wheel's requirements (for MARKERS, no extra) the lock does not hold."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
+    """Each locked wheel's requirements the lock does not hold: those whose marker holds
+    for MARKERS with no extra or with one of the extras the wheel is installed with, as pip
+    and uv evaluate them. Those extras: EXTRAS (by key, what the lock says), and every
+    ``name[x]`` a wheel installed here requires (``_installed_extras``)."""
     versions = {p.key: p.version for p in held}
+    requirements = {d.key: _requirements(d) for d in env.distributions}
+    installed = _installed_extras(requirements, markers, extras or {})
     found = []
     for dist in env.distributions:
-        for line in dist.requires_dist:
-            try:
-                req = Requirement(line)
-            except InvalidRequirement:
-                continue
-            if req.marker is not None and not _holds(req.marker, markers):
+        for line, req in requirements[dist.key]:
+            if not _applies(req, markers, installed[dist.key]):
                 continue
             key = canonicalize_name(req.name)
             if key not in versions:
@@ -216,9 +221,50 @@ def unmet_requirements(
     return found
 
 
-def _holds(marker: object, markers: Mapping[str, str]) -> bool:
+def _requirements(dist: Distribution) -> list[tuple[str, Requirement]]:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    parsed = []
+    for line in dist.requires_dist:
+        try:
+            parsed.append((line, Requirement(line)))
+        except InvalidRequirement:
+            continue
+    return parsed
+
+
+def _applies(req: Requirement, markers: Mapping[str, str], extras: set[str]) -> bool:
+    """REQ's marker holds with no extra or one of EXTRAS."""
+    return req.marker is None or any(_holds(req.marker, markers, x) for x in ("", *sorted(extras)))
+
+
+def _installed_extras(
+    requirements: Mapping[str, list[tuple[str, Requirement]]],
+    markers: Mapping[str, str],
+    given: Mapping[str, frozenset[str]],
+) -> dict[str, set[str]]:
+    """By key, the extras each wheel is installed with: GIVEN, and those the requirements
+    that apply ask for (``b[z]`` of an installed ``a``: b with z, as a resolver takes it),
+    to a fixed point (extras only grow, and there are finitely many)."""
+    installed = {key: set(given.get(key, ())) for key in requirements}
+    changed = True
+    while changed:
+        changed = False
+        for key, reqs in requirements.items():
+            for _, req in reqs:
+                target = installed.get(canonicalize_name(req.name))
+                wanted = {canonicalize_name(e) for e in req.extras}
+                if target is None or wanted <= target:
+                    continue
+                if _applies(req, markers, installed[key]):
+                    target |= wanted
+                    changed = True
+    return installed
+
+
+def _holds(marker: object, markers: Mapping[str, str], extra: str) -> bool:
     try:
-        return bool(marker.evaluate({**markers, "extra": ""}))  # type: ignore[attr-defined]
+        return bool(marker.evaluate({**markers, "extra": extra}))  # type: ignore[attr-defined]
     except Exception:  # an undefined marker name: counts as holding, as lockselect does
         return True
 

@@ -22,6 +22,7 @@ from libdoctor.environment.distributions import Distribution, required_names
 from libdoctor.environment.installers import reinstall_argv, steps_fix
 from libdoctor.environment.model import Environment, is_inside
 from libdoctor.environment.paths import display, is_native
+from libdoctor.environment.policy import is_driver_library
 from libdoctor.environment.requirements import RequirementIndex
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.loader.extensions import LibraryAnalysis, module_name
@@ -29,15 +30,6 @@ from libdoctor.loader.imported import ImportContext, LoadedBefore, PackageLoads
 from libdoctor.loader.model import Closure, LoadedObject, Resolution
 from libdoctor.loader.runtime import RuntimeHit, runtime_search
 from libdoctor.loader.strings import expand_dst
-
-# Libraries the NVIDIA driver installs on the host; pip never provides them.
-DRIVER_LIBRARY = re.compile(
-    r"^lib(cuda|nvidia-[\w.+-]+|nvcuvid|nvoptix|cudadebugger|nvidia)\.so(\.[0-9.]+)?$"
-)
-
-
-def is_driver_library(name: str) -> bool:
-    return DRIVER_LIBRARY.match(os.path.basename(name)) is not None
 
 
 def _norm(path: str) -> str:

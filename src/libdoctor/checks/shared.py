@@ -72,8 +72,8 @@ def shared_paths(
     identical: dict[tuple[str, ...], list[str]] = defaultdict(list)
     identical_claimants: dict[tuple[str, ...], tuple[Distribution, ...]] = {}
     covered: set[str] = set()
-    for path, claims in env.claims.items():
-        if len(claims) < 2 or is_bytecode(path):
+    for path, claims in env.shared_claims().items():
+        if is_bytecode(path):
             continue
         dists = tuple({c.dist.metadata_dir: c.dist for c in claims}.values())
         if len(dists) < 2:

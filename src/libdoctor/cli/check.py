@@ -27,7 +27,9 @@ def register(sub: Any) -> None:
     common.add_format_options(check, (*common.FORMATS, "sarif"))
     common.add_filter_options(check)
     common.add_deep_options(check, deep_help="also compare file hashes (parallel)")
-    check.add_argument("--workers", type=int, metavar="N", help="hashing threads (default: cores)")
+    check.add_argument(
+        "--workers", type=int, metavar="N", help="hashing workers (default: the usable cores)"
+    )
     check.add_argument(
         "--no-libraries", action="store_true", help="skip the native library (loader) checks"
     )

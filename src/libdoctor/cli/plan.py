@@ -80,13 +80,15 @@ def _register_lock(actions: Any) -> None:
     lock.add_argument(
         "--python",
         dest="plan_python",
-        metavar="X.Y",
-        help="the Python to plan for (default: the one running libdoctor)",
+        metavar="X.Y[.Z]",
+        help="the CPython to plan for; X.Y is X.Y.0 for python_full_version markers, as uv "
+        "takes --python-version X.Y (default: the one running libdoctor)",
     )
     lock.add_argument(
         "--platform",
         metavar="TAG",
-        help="a wheel platform tag (manylinux_2_28_x86_64; default: this machine)",
+        help="a wheel platform tag (manylinux_2_28_x86_64, musllinux_1_2_aarch64, "
+        "macosx_14_0_arm64, win_amd64; default: this machine)",
     )
     lock.add_argument(
         "--index-url",
@@ -142,7 +144,8 @@ def _run_one_lock(args: argparse.Namespace, path: str) -> int:
     order = {s: i for i, s in enumerate(sorted(Severity, reverse=True))}
     findings = sorted(plan.findings, key=lambda f: order[f.severity])
     if args.format == "sarif":
-        common.write(coinstall.render_sarif(plan, findings, package_lines(plan.lock)))
+        lines = package_lines(plan.lock)
+        common.write(coinstall.render_sarif(plan, findings, lines, os.getcwd()))
     elif args.json:
         common.write(coinstall.render_json(plan, findings))
     else:

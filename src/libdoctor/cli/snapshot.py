@@ -50,11 +50,9 @@ def add_snapshot_options(parser: argparse.ArgumentParser) -> None:
 
 
 def cache_dir(args: argparse.Namespace) -> str | None:
-    if not args.deep or args.no_cache:
-        return None
-    from libdoctor.disk.hashing import default_cache_dir
-
-    return str(args.cache_dir or default_cache_dir())
+    """As ``check``'s: parsed RECORDs and ELF files always, digests with --deep; None with
+    --no-cache (the cache never changes what is recorded, only what is read again)."""
+    return common.check_cache_dir(args)
 
 
 def run(args: argparse.Namespace) -> int:

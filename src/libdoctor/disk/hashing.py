@@ -1,6 +1,6 @@
-"""Parallel file hashing with a persistent cache outside the target.
+"""File hashing with a persistent cache outside the target.
 
-hashlib releases the GIL while it digests, so threads hash on every core. The cache is
+What the cache does not hold is read by a pool of workers (``disk.hashpool``). The cache is
 keyed by (path, size, mtime_ns, inode): an unchanged environment re-verifies without
 reading a byte. It lives in the user's cache dir, never inside the target. Inside a
 ``--root`` each file is opened where the system there would find it (``environment.rooted``).
@@ -19,7 +19,6 @@ from libdoctor.environment.rooted import Rooted
 
 _CACHE_VERSION = 4  # 4: keyed by file identity, digests spelled as in RECORD
 _RACY_NS = 2_000_000_000
-_CHUNK = 1 << 20
 NATIVE_PART = "native"  # the cache's part for shared objects, read by check's forked child
 
 
@@ -243,22 +242,12 @@ class Unchanged:
 
 
 def hash_file(path: str, algorithm: str, buffer: bytearray | None = None) -> bytes:
-    """The digest of PATH, read in chunks into BUFFER. A thread hashing many files passes
-    one it allocated once: a fresh 1 MiB bytearray per file would zero-fill 16 GB for the
-    16k files of a torch env, more work than hashing them."""
-    import hashlib
+    """The digest of PATH, read in chunks into BUFFER (see ``hashpool.digest_file``)."""
+    from libdoctor.disk.hashpool import CHUNK, digest_file
 
-    digest = hashlib.new(algorithm)
     if buffer is None:
-        buffer = bytearray(_CHUNK)
-    view = memoryview(buffer)
-    with open(path, "rb", buffering=0) as handle:
-        while True:
-            count = handle.readinto(buffer)
-            if not count:
-                break
-            digest.update(view[:count])
-    return digest.digest()
+        buffer = bytearray(CHUNK)
+    return digest_file(path, algorithm, buffer, memoryview(buffer))
 
 
 def hash_many(
@@ -272,79 +261,48 @@ def hash_many(
 ) -> dict[tuple[str, str], str | None]:
     """Digest every job's file, spelled as RECORD spells it; None: it could not be read.
 
-    Keys are (path, algorithm). PROGRESS is started only when some file must be read. ROOT:
+    Keys are (path, algorithm). What the cache does not hold is read by WORKERS workers
+    (default: the cores this process may use; 1: one by one, in this thread), largest file
+    first (``disk.hashpool``). PROGRESS is started only when some file must be read. ROOT:
     the system the paths are read in (``--root``)."""
+    from libdoctor.disk import hashpool
+
     results: dict[tuple[str, str], str | None] = {}
-    todo: list[HashJob] = []
     entries = cache.entries
-    for job in jobs:
-        path, algorithm, st = job
-        # HashCache.get and _identity, inlined: one lookup per recorded file (16k here)
-        digest = entries.get((st.device, st.inode, st.size, st.mtime_ns))
-        if digest is not None and digest.partition("=")[0] == algorithm:
-            results[(path, algorithm)] = digest
-        else:
-            todo.append(job)
+    if entries:
+        todo: list[HashJob] = []
+        for job in jobs:
+            path, algorithm, st = job
+            # HashCache.get and _identity, inlined: one lookup per recorded file (16k here)
+            digest = entries.get((st.device, st.inode, st.size, st.mtime_ns))
+            if digest is not None and digest.partition("=")[0] == algorithm:
+                results[(path, algorithm)] = digest
+            else:
+                todo.append(job)
+    else:  # a cold run (or --no-cache): nothing to look up
+        todo = list(jobs)
     stats.cache_hits += len(results)
-    tick = progress(len(todo), sum(j.state.size for j in todo)) if progress and todo else None
-    todo.sort(key=lambda j: j.state.size, reverse=True)  # big files first balance the threads
-    threads = workers or os.cpu_count() or 1
-    for job, value in _hash_in_threads(todo, threads, tick, Rooted(root).host):
-        results[(job.path, job.algorithm)] = value
-        if value is None:
-            stats.errors += 1
-        else:
-            stats.files_hashed += 1
-            stats.bytes_hashed += job.state.size
-    if todo or len(entries) != len(results):
+    hashpool.largest_first(todo)
+    sizes = [job.state.size for job in todo]
+    start = None
+    if progress and todo:
+        factory = progress
+
+        def start() -> Callable[[int], None]:
+            return factory(len(todo), sum(sizes))
+
+    threads = min(workers or hashpool.available_cores(), len(todo))
+    rooted = Rooted(root)
+    host = None if rooted.is_host else rooted.host
+    if threads > 1:
+        values = hashpool.digest_in_pool(todo, threads, start, host)
+    else:
+        values = hashpool.digest_one_by_one(todo, start, host)
+    results.update(zip(map(hashpool.KEY, todo), values, strict=True))
+    errors = values.count(None)
+    stats.errors += errors
+    stats.files_hashed += len(todo) - errors
+    stats.bytes_hashed += sum(s for s, v in zip(sizes, values, strict=True) if v is not None)
+    if cache.file is not None and (todo or len(entries) != len(results)):
         cache.keep(jobs, results)
     return results
-
-
-def _hash_in_threads(
-    todo: list[HashJob],
-    workers: int,
-    progress: Callable[[int], None] | None,
-    host: Callable[[str], str],
-) -> list[tuple[HashJob, str | None]]:
-    """Hash TODO (biggest first) on WORKERS threads that each take the next job themselves:
-    no future per file, and the main thread only wakes to move the progress bar."""
-    import threading
-    from collections import deque
-
-    from libdoctor.environment.record import spell_hash
-
-    queue = deque(todo)
-    done: list[tuple[HashJob, str | None]] = []
-    finished = [0] * workers  # bytes each thread has done, for the progress bar
-
-    def work(me: int) -> None:
-        buffer = bytearray(_CHUNK)
-        while True:
-            try:
-                job = queue.popleft()
-            except IndexError:
-                return
-            value: str | None
-            try:
-                digest = hash_file(host(job.path), job.algorithm, buffer)
-                value = spell_hash(job.algorithm, digest)
-            except (OSError, ValueError):
-                value = None
-            done.append((job, value))
-            finished[me] += job.state.size
-
-    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(workers)]
-    for thread in threads:
-        thread.start()
-    reported = 0
-    for thread in threads:
-        while thread.is_alive():
-            thread.join(0.1)
-            if progress:
-                total = sum(finished)
-                progress(total - reported)
-                reported = total
-    if progress:
-        progress(sum(finished) - reported)
-    return done

@@ -38,6 +38,7 @@ __all__ = [
     "ElfInfo",
     "is_elf_magic",
     "parse_elf",
+    "parse_elf_at",
     "read_elf",
 ]
 
@@ -266,6 +267,12 @@ def parse_elf(data: bytes) -> ElfInfo:
     """Parse an ELF image held in memory (tests, fuzzing, small files)."""
     view = bytes(data)
     return _parse(lambda offset, size: view[offset : offset + size], len(view))
+
+
+def parse_elf_at(read_at: ReadAt, file_size: int) -> ElfInfo:
+    """Parse an ELF image of FILE_SIZE bytes seen only through READ_AT (a zip member
+    inflated as far as the reads ask)."""
+    return _parse(read_at, file_size)
 
 
 def read_exact(read_at: ReadAt, file_size: int, offset: int, size: int, what: str) -> bytes:

@@ -18,7 +18,7 @@ import json
 import os
 import tempfile
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.client import HTTPException
 
@@ -40,8 +40,14 @@ class IndexFile:
     sha256: str | None  # lower-case hex, when the index gives one
 
 
-def project_files(index: str, name: str, credentials: Sequence[str] = ()) -> tuple[IndexFile, ...]:
-    """Every file INDEX lists for project NAME; one ``LibdoctorError`` line when it cannot."""
+def project_files(
+    index: str,
+    name: str,
+    credentials: Sequence[str] = (),
+    wanted: Callable[[str], bool] | None = None,
+) -> tuple[IndexFile, ...]:
+    """Every file INDEX lists for project NAME (those whose file name WANTED accepts); one
+    ``LibdoctorError`` line when it cannot."""
     page = f"{index.rstrip('/')}/{canonicalize_name(name)}/"
     conn = Http(page, (index, *credentials), what="index page")
     response = conn.open(None, accept=_ACCEPT)
@@ -57,18 +63,25 @@ def project_files(index: str, name: str, credentials: Sequence[str] = ()) -> tup
     base = response.geturl() or conn.url
     try:
         if "json" in kind:
-            return _from_json(json.loads(body), base)
-        return _from_html(body.decode("utf-8", "replace"), base)
+            return _from_json(json.loads(body), base, wanted)
+        found = _from_html(body.decode("utf-8", "replace"), base)
+        return tuple(f for f in found if wanted is None or wanted(f.filename))
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise LibdoctorError(f"index page {conn.url} does not parse: {exc}") from None
 
 
-def _from_json(doc: dict[str, object], base: str) -> tuple[IndexFile, ...]:
+def _from_json(
+    doc: dict[str, object], base: str, wanted: Callable[[str], bool] | None = None
+) -> tuple[IndexFile, ...]:
+    """The page's files; those WANTED refuses are left before their URL is made (torch's
+    page lists a thousand files for the one release a pin wants)."""
     files = doc["files"]
     if not isinstance(files, list):
         raise TypeError("files is not a list")
     out = []
     for entry in files:
+        if wanted is not None and not wanted(str(entry["filename"])):
+            continue
         hashes = entry.get("hashes") or {}
         url = urllib.parse.urljoin(base, str(entry["url"]))
         out.append(IndexFile(str(entry["filename"]), url, _hex(hashes.get("sha256"))))
@@ -114,6 +127,43 @@ def _from_html(text: str, base: str) -> tuple[IndexFile, ...]:
     return tuple(out)
 
 
+def _of_version(version: str) -> Callable[[str], bool]:
+    """Whether a file name is of release VERSION: its version field (a wheel's second,
+    an sdist's last) compared as a version, each distinct field parsed once, and the few
+    that match parsed whole, as ``_is_version`` does."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        pinned = Version(version)
+    except InvalidVersion:
+        return lambda filename: False
+    same: dict[str, bool] = {}
+
+    def of_version(filename: str) -> bool:
+        field = _version_field(filename)
+        if field is None:
+            return False
+        if field not in same:
+            try:
+                same[field] = Version(field) == pinned
+            except InvalidVersion:
+                same[field] = False
+        return same[field] and _is_version(filename, version)
+
+    return of_version
+
+
+def _version_field(filename: str) -> str | None:
+    """The version part of a wheel's or an sdist's file name, as packaging splits them."""
+    if filename.endswith(".whl"):
+        parts = filename[: -len(".whl")].split("-")
+        return parts[1] if len(parts) in (5, 6) else None
+    for suffix in (".tar.gz", ".zip"):
+        if filename.endswith(suffix):
+            return filename[: -len(suffix)].rpartition("-")[2] or None
+    return None
+
+
 def _is_version(filename: str, version: str) -> bool:
     from packaging.utils import (
         InvalidSdistFilename,
@@ -156,9 +206,7 @@ def release_files(
             pass
     if offline:
         return None
-    files = tuple(
-        f for f in project_files(index, name, credentials) if _is_version(f.filename, version)
-    )
+    files = project_files(index, name, credentials, wanted=_of_version(version))
     if path is not None and files:
         _keep(path, [[f.filename, f.url, f.sha256] for f in files])
     return files
@@ -170,7 +218,7 @@ def _keep(path: str, rows: list[list[str | None]]) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, temp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(rows, out)
+            out.write(json.dumps(rows))  # one C-encoded write (json.dump: a write per token)
         os.replace(temp, path)
     except OSError:
         pass

@@ -124,6 +124,7 @@ class LockedPackage:
     # The index a registry package comes from, when the lock names one (uv.lock's
     # ``source = { registry = URL }``, pylock's ``index``): torch's +cpu build is only there.
     index: str | None = None
+    extras: tuple[str, ...] = ()  # a requirements line's ``name[x]``: installed with extra x
 
     @property
     def hashes(self) -> frozenset[str]:
@@ -177,6 +178,9 @@ class Selection:
     optional: tuple[LockedPackage, ...] = ()  # the project itself: fine either way
     notes: tuple[str, ...] = ()
     chosen: str = ""  # the extras and groups taken, said once ("groups dev, docs")
+    # key -> the extras a package is installed with (uv.lock's edges ``A[x]``, a requirements
+    # line's ``A[x]``, the project's --extra); none listed: only its base requirements
+    extras: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- bounded input
@@ -725,16 +729,20 @@ def _pinned(
         shown = f"{_clipped(text)!r} " if quoted else ""
         raise LockfileError(f"{where}: {shown}does not parse: {why}") from None
     marker = str(req.marker) if req.marker is not None else None
+    extras = tuple(sorted(canonicalize_name(e) for e in req.extras))
     if req.url:
         package = _located(req.name, req.url, here, editable=False)
-        return replace(package, marker=marker, artifacts=_with_hashes(package.artifacts, hashes))
+        artifacts = _with_hashes(package.artifacts, hashes)
+        return replace(package, marker=marker, artifacts=artifacts, extras=extras)
     specs = list(req.specifier)
     if len(specs) != 1 or specs[0].operator not in ("==", "===") or "*" in specs[0].version:
         shown = _clipped(text) if quoted else "its requirement"
         raise LockfileError(f"{where}: {shown} pins no version (a lock needs name==version)")
     artifacts = (Artifact("wheel", "", hashes),) if hashes else ()
     key = canonicalize_name(req.name)
-    return LockedPackage(req.name, key, specs[0].version, "registry", artifacts, marker)
+    return LockedPackage(
+        req.name, key, specs[0].version, "registry", artifacts, marker, extras=extras
+    )
 
 
 def _clipped(text: str, width: int = 80) -> str:

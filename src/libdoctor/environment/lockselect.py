@@ -25,6 +25,12 @@
   ``--no-install-*`` left out (``--no-install-project`` for an env made from an export), and
   an ``--only-group`` sync's project. A uv.lock without a root is taken whole.
 
+The ``Selection`` also says which extras each package is installed with (``extras``): those
+the uv.lock edges that reach it ask for (``{ name = "a", extra = ["x"] }``) and a root's chosen
+extras, or a requirements line's ``a[x]==1``. A pylock.toml records none (PEP 751 installs what
+the markers select and resolves nothing; its ``dependencies`` are informational and carry no
+extras), so its packages count as installed without extras.
+
 An edge or package marker that cannot be evaluated (one packaging cannot parse) counts as
 holding: the package is expected rather than silently left out.
 """
@@ -217,19 +223,25 @@ def _listed(lock: Lock, context: Mapping[str, Any], options: SyncOptions, chosen
     optional: list[LockedPackage] = []
     notes: list[str] = []
     taken: dict[str, LockedPackage] = {}
+    extras: dict[str, frozenset[str]] = {}
     left_out = {canonicalize_name(n) for n in options.no_install_packages}
     for package in lock.packages:
         why = _excluded_why(package, context, lock.format == "pylock.toml")
         if why is not None:
             excluded.append(Exclusion(package, why))
-        elif package.key in taken:
+            continue
+        if package.extras:  # pip unites the extras of every line naming the package
+            extras[package.key] = extras.get(package.key, frozenset()) | set(package.extras)
+        if package.key in taken:
             notes.append(f"{package.display}: {taken[package.key].display} applies first")
         else:
             taken[package.key] = package
             (optional if package.key in left_out else required).append(package)
     if lock.format == "uv.lock":
         notes.append("no project package in the uv.lock: every package taken as required")
-    return Selection(tuple(required), tuple(excluded), tuple(optional), tuple(notes), chosen)
+    return Selection(
+        tuple(required), tuple(excluded), tuple(optional), tuple(notes), chosen, extras
+    )
 
 
 def _pylock_choice(lock: Lock, options: SyncOptions) -> tuple[frozenset[str], frozenset[str]]:
@@ -299,7 +311,10 @@ def _walk_uv(lock: Lock, context: Mapping[str, Any], options: SyncOptions) -> Se
     if lock.conflicts:  # uv's first pass: the extras that edges switch on
         _, found = _reach(plan, by_key, context, active, [], {})
         active |= found
-    chosen, _ = _reach(plan, by_key, context, active, notes, skipped)
+    extras: dict[str, set[str]] = {r.key: set() for r in plan.roots}
+    for root, extra in plan.starts:
+        extras[root.key] |= {extra} - {""}
+    chosen, _ = _reach(plan, by_key, context, active, notes, skipped, extras=extras)
     reasons = _unchosen_reasons(plan, by_key, context, active, chosen)
     left_out = _left_out(lock, options, plan.roots)
     installed_roots = [r for r in plan.roots if _syncs_root(r, options, left_out)]
@@ -321,7 +336,10 @@ def _walk_uv(lock: Lock, context: Mapping[str, Any], options: SyncOptions) -> Se
         for p in lock.packages
         if id(p) not in picked
     ]
-    return Selection(tuple(required), tuple(excluded), tuple(optional), tuple(notes), plan.chosen)
+    with_extras = {key: frozenset(found) for key, found in extras.items() if found}
+    return Selection(
+        tuple(required), tuple(excluded), tuple(optional), tuple(notes), plan.chosen, with_extras
+    )
 
 
 def _roots(lock: Lock, options: SyncOptions) -> tuple[LockedPackage, ...]:
@@ -449,8 +467,10 @@ def _reach(
     notes: list[str],
     skipped: dict[str, str],
     starts: Sequence[tuple[LockedPackage, str] | Edge] | None = None,
+    extras: dict[str, set[str]] | None = None,
 ) -> tuple[dict[tuple[str, str | None], LockedPackage], frozenset[str]]:
-    """Everything reached from PLAN's starts (or STARTS), and the extras edges switched on."""
+    """Everything reached from PLAN's starts (or STARTS), and the extras edges switched on;
+    into EXTRAS, if given, the extras each package is reached with."""
     chosen: dict[tuple[str, str | None], LockedPackage] = {}
     switched: set[str] = set()
     queue: list[tuple[LockedPackage, str]] = []
@@ -482,6 +502,8 @@ def _reach(
             continue
         chosen[(target.key, target.version)] = target
         switched |= {_encoded("extra", target.key, x) for x in edge.extras}
+        if extras is not None:
+            extras.setdefault(target.key, set()).update(edge.extras)
         for extra in ("", *edge.extras):
             if (target.key, target.version, extra) not in done:
                 done.add((target.key, target.version, extra))

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar, overload
 
 from libdoctor.environment.distributions import Distribution, scan_target
 from libdoctor.environment.record import RecordEntry
 from libdoctor.environment.rooted import HOST, Rooted
 from libdoctor.environment.target import Target
+
+_T = TypeVar("_T")
 
 
 class Claim(NamedTuple):
@@ -22,6 +24,64 @@ class Claim(NamedTuple):
     dist: Distribution
     entry: RecordEntry
     path: str
+
+
+class Claims(Mapping[str, tuple[Claim, ...]]):
+    """Every claimed path -> its claims, in distribution scan order.
+
+    A path only one distribution claims (nearly every path) is kept as its Claim alone, not
+    in a tuple of one: 48 bytes a file, 48 MB in a million. What it answers is a tuple all
+    the same.
+    """
+
+    __slots__ = ("_paths", "_shared")
+
+    def __init__(self, paths: dict[str, Claim | tuple[Claim, ...]]) -> None:
+        self._paths = paths
+        self._shared: dict[str, tuple[Claim, ...]] | None = None
+
+    def __getitem__(self, path: str) -> tuple[Claim, ...]:
+        found = self._paths[path]
+        return (found,) if type(found) is Claim else found  # type: ignore[return-value]
+
+    @overload
+    def get(self, path: str, /) -> tuple[Claim, ...] | None: ...
+
+    @overload
+    def get(self, path: str, default: tuple[Claim, ...] | _T, /) -> tuple[Claim, ...] | _T: ...
+
+    def get(self, path: str, default: object = None, /) -> object:
+        found = self._paths.get(path)
+        if found is None:
+            return default
+        return (found,) if type(found) is Claim else found
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._paths
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+    def items(self) -> ItemsView[str, tuple[Claim, ...]]:
+        return _ClaimItems(self)
+
+    def shared(self) -> Mapping[str, tuple[Claim, ...]]:
+        """The paths more than one claim names, in the same order: what the checks of
+        shared paths look at, without a step per path of the others."""
+        if self._shared is None:
+            self._shared = {p: c for p, c in self._paths.items() if type(c) is not Claim}  # type: ignore[misc]
+        return self._shared
+
+
+class _ClaimItems(ItemsView[str, tuple[Claim, ...]]):
+    _mapping: Claims
+
+    def __iter__(self) -> Iterator[tuple[str, tuple[Claim, ...]]]:
+        for path, found in self._mapping._paths.items():
+            yield path, ((found,) if type(found) is Claim else found)  # type: ignore[misc]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +113,12 @@ class Environment:
 
     def owners(self, path: str) -> tuple[Distribution, ...]:
         return tuple(c.dist for c in self.claims.get(path, ()))
+
+    def shared_claims(self) -> Mapping[str, tuple[Claim, ...]]:
+        """``claims`` of the paths more than one claim names, in the same order."""
+        if isinstance(self.claims, Claims):
+            return self.claims.shared()
+        return {path: claims for path, claims in self.claims.items() if len(claims) > 1}
 
 
 GUARD_DIR = ".libdoctor-guard"  # where `libdoctor guard install` keeps a bin/ dir's originals
@@ -206,7 +272,7 @@ def build_environment(
     target: Target, distributions: list[Distribution] | None = None
 ) -> Environment:
     dists = tuple(scan_target(target) if distributions is None else distributions)
-    claims: dict[str, tuple[Claim, ...]] = {}
+    claims: dict[str, Claim | tuple[Claim, ...]] = {}
     by_dist: dict[str, tuple[Claim, ...]] = {}
     escaping: list[EscapingPath] = []
     files = Rooted(target.root)
@@ -240,12 +306,15 @@ def build_environment(
             escaping += through
         for claim in own:
             known = claims.get(claim.path)
-            claims[claim.path] = (claim,) if known is None else (*known, claim)
+            if known is None:
+                claims[claim.path] = claim
+            else:
+                claims[claim.path] = (known, claim) if type(known) is Claim else (*known, claim)
         by_dist[dist.metadata_dir] = tuple(own)
     return Environment(
         target=target,
         distributions=dists,
-        claims=claims,
+        claims=Claims(claims),
         escaping=tuple(escaping),
         by_dist=by_dist,
         stand_ins=guard_stand_ins({d.site.prefix for d in dists}, files),

@@ -9,16 +9,23 @@ a full download instead, streamed through the cache and checked against the inde
 
 What was read is kept in the user cache by the wheel's sha256
 (``<cache>/wheel-index/<sha256>.json``): planning the same wheel again asks nothing of the
-network. urllib only: proxies (``*_proxy``, ``no_proxy``) and certificates (``SSL_CERT_FILE``)
-as urllib takes them by default; credentials from the URL's userinfo, or from an index URL on
-the same host (pip's report names files without them), sent as basic auth and never along a
-redirect. Every failure is one ``LibdoctorError`` line.
+network. What else is read of a wheel (``RemoteMembers``: a few members in part, such as its
+extension modules' dynamic sections) is kept beside it (``save_note``: ``<sha256>.<key>.json``).
+
+The standard library only (http.client): proxies (``*_proxy``, ``no_proxy``) and
+certificates (``SSL_CERT_FILE``) as urllib takes them by default; credentials from the URL's
+userinfo, or from an index URL on the same host (pip's report names files without them),
+sent as basic auth and never along a redirect. Connections are kept open between requests
+and wheels (``environment.connections``: one lookup, one TLS handshake per connection, not
+per request). Every failure is one ``LibdoctorError`` line.
 
 A server is not trusted to be honest or quick: no answer is read past the bytes asked for,
 a full download stops at ``MAX_DOWNLOAD``, the zip's directory and members at the bounds
 ``environment.wheel`` sets, and one wheel, every request and wait included, at ``DEADLINE``
 (each receive waits at most ``TIMEOUT`` and never past it, so a server trickling a byte
-every few seconds is cut off too).
+every few seconds is cut off too). A kept connection carries no credentials and no
+deadline of its own: each request sets both; one whose answer was not read to its end is
+closed, never kept.
 """
 
 from __future__ import annotations
@@ -34,16 +41,16 @@ import re
 import socket
 import tempfile
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from http.client import HTTPException, HTTPResponse, IncompleteRead
 from typing import Any, BinaryIO, Literal, cast
 
 from libdoctor import __version__
+from libdoctor.environment.connections import POOL, Pool, Route
 from libdoctor.environment.distributions import canonicalize_name
 from libdoctor.environment.record import RecordEntry
 from libdoctor.environment.wheel import (
@@ -55,7 +62,16 @@ from libdoctor.environment.wheel import (
 )
 from libdoctor.errors import LibdoctorError
 
-__all__ = ["Http", "RangeFile", "RemoteRead", "cached_wheel", "read_remote_wheel"]
+__all__ = [
+    "Http",
+    "RangeFile",
+    "RemoteMembers",
+    "RemoteRead",
+    "cached_note",
+    "cached_wheel",
+    "read_remote_wheel",
+    "save_note",
+]
 
 TAIL = 64 * 1024 + 22  # end-of-central-directory (22 bytes) after the longest zip comment
 BLOCK = 64 * 1024  # the least one read on demand fetches
@@ -71,7 +87,7 @@ _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+)")
 
 _HEADERS = {
     "Accept-Encoding": "identity",  # byte ranges of the file, not of a compressed stream
-    "User-Agent": f"libdoctor/{__version__} Python-urllib",
+    "User-Agent": f"libdoctor/{__version__} Python-http.client",
 }
 
 How = Literal["range", "download", "cache", "file"]
@@ -160,23 +176,25 @@ class _Deadline:
 
 
 class _DeadlineReader(io.RawIOBase):
-    """A socket's reading side whose every receive ends by the deadline."""
+    """A socket's reading side whose every receive ends by its connection's deadline (the
+    request's in progress: a kept connection serves one wheel, then another)."""
 
-    def __init__(self, sock: socket.socket, deadline: _Deadline, timeout: float) -> None:
+    def __init__(self, sock: socket.socket, bound: _Bounded) -> None:
         super().__init__()
-        self._sock, self._deadline, self._timeout = sock, deadline, timeout
+        self._sock, self._bound = sock, bound
         self._raw = sock.makefile("rb", buffering=0)  # socket.makefile's close refcount
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int | None:
-        self._sock.settimeout(self._deadline.wait(self._timeout))
+        deadline = self._bound.deadline
+        self._sock.settimeout(deadline.wait(self._bound.per_read))
         try:
             return self._raw.readinto(buffer)
         except TimeoutError:
-            if time.monotonic() >= self._deadline.end:
-                raise self._deadline.passed() from None
+            if time.monotonic() >= deadline.end:
+                raise deadline.passed() from None
             raise
 
     def close(self) -> None:
@@ -186,16 +204,16 @@ class _DeadlineReader(io.RawIOBase):
 
 class _DeadlineSocket:
     """A connected socket (plain or TLS) as http.client uses it, every wait on it bounded
-    by TIMEOUT and by the wheel's deadline."""
+    by TIMEOUT and by the deadline of the request its connection serves."""
 
-    def __init__(self, sock: socket.socket, deadline: _Deadline, timeout: float) -> None:
-        self._sock, self._deadline, self._timeout = sock, deadline, timeout
+    def __init__(self, sock: socket.socket, bound: _Bounded) -> None:
+        self._sock, self._bound = sock, bound
 
     def makefile(self, mode: str = "rb", *_args: Any, **_kwargs: Any) -> io.BufferedReader:
-        return io.BufferedReader(_DeadlineReader(self._sock, self._deadline, self._timeout))
+        return io.BufferedReader(_DeadlineReader(self._sock, self._bound))
 
     def sendall(self, data: bytes) -> None:
-        self._sock.settimeout(self._deadline.wait(self._timeout))
+        self._sock.settimeout(self._bound.deadline.wait(self._bound.per_read))
         self._sock.sendall(data)
 
     def close(self) -> None:
@@ -205,19 +223,43 @@ class _DeadlineSocket:
         return getattr(self._sock, name)
 
 
+class _Response(http.client.HTTPResponse):
+    """An answer that, once closed, hands its connection back (``release(True)``) when its
+    body was read to its announced end and the server keeps the connection open, and has
+    it closed (``release(False)``) otherwise: unread bytes never meet the next request."""
+
+    release: Callable[[bool], None] | None = None
+    url: str = ""
+
+    def geturl(self) -> str:
+        return self.url
+
+    def close(self) -> None:
+        whole = self.isclosed() and not self.will_close  # http.client's end of the body
+        super().close()
+        release, self.release = self.release, None
+        if release is not None:
+            release(whole)
+
+
 class _Bounded:
     """An HTTP(S) connection whose socket, once connected (through a proxy's tunnel and the
-    TLS handshake, when there are), is a ``_DeadlineSocket``."""
+    TLS handshake, when there are), is a ``_DeadlineSocket``; its TCP connection made
+    through the pool (the address looked up once). DEADLINE and PER_READ are the request's
+    it serves now, set again when a kept connection serves another wheel."""
 
     sock: Any
+    response_class: type[HTTPResponse] = _Response
 
-    def __init__(self, *args: Any, deadline: _Deadline, per_read: float, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, pool: Pool, deadline: _Deadline, per_read: float,
+                 **kwargs: Any) -> None:  # fmt: skip
         super().__init__(*args, **kwargs)
-        self._deadline, self._per_read = deadline, per_read
+        self.deadline, self.per_read = deadline, per_read
+        self._create_connection = pool.connect
 
     def connect(self) -> None:
         super().connect()  # type: ignore[misc]
-        self.sock = _DeadlineSocket(self.sock, self._deadline, self._per_read)
+        self.sock = _DeadlineSocket(self.sock, self)
 
 
 class _Connection(_Bounded, http.client.HTTPConnection):
@@ -228,29 +270,41 @@ class _TLSConnection(_Bounded, http.client.HTTPSConnection):
     pass
 
 
-class _BoundedHandler:
-    """What urllib opens HTTP(S) connections with: ``_Bounded`` ones, for one deadline."""
+def _route(url: str) -> tuple[Route, str, dict[str, str]]:
+    """Where a GET of URL (without userinfo) goes: its route, the request target, and the
+    headers the proxy takes. Proxies as urllib takes them (``*_proxy``, ``no_proxy``): an
+    HTTPS URL through a CONNECT tunnel, an HTTP one as an absolute URL to the proxy."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL: {url}")
+    port = parts.port or (443 if scheme == "https" else 80)
+    target = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
+    proxy = urllib.request.getproxies().get(scheme)
+    if not proxy or urllib.request.proxy_bypass(parts.netloc):
+        return Route(scheme, parts.hostname, port), target, {}
+    bare, auth = _split_userinfo(proxy if "://" in proxy else f"http://{proxy}")
+    via = urllib.parse.urlsplit(bare)
+    if not via.hostname:
+        raise ValueError(f"not a proxy URL: {bare}")
+    route = Route(scheme, parts.hostname, port, (via.hostname, via.port or 80), auth)
+    if scheme == "https":
+        return route, target, {}
+    headers = {"Proxy-Authorization": auth} if auth else {}
+    return route, urllib.parse.urlunsplit(parts._replace(fragment="")), headers
 
-    def __init__(self, deadline: _Deadline, per_read: float) -> None:
-        super().__init__()
-        self.deadline, self.per_read = deadline, per_read
 
-
-class _Handler(_BoundedHandler, urllib.request.HTTPHandler):
-    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        bounded = functools.partial(_Connection, deadline=self.deadline, per_read=self.per_read)
-        return self.do_open(bounded, req)
-
-
-class _TLSHandler(_BoundedHandler, urllib.request.HTTPSHandler):
-    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        bounded = functools.partial(_TLSConnection, deadline=self.deadline, per_read=self.per_read)
-        return self.do_open(bounded, req)
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_MAX_REDIRECTS = 10  # as urllib
+_DRAIN = 64 * 1024  # the body of an unwanted answer read to keep its connection, at most
+# What a kept connection the server has closed meanwhile looks like, before an answer's
+# first byte: its request is sent again, once, on a new connection.
+_GONE = (ConnectionError, http.client.BadStatusLine)
 
 
 class Http:
-    """GET requests for one URL through urllib's default handlers, every one of them within
-    one deadline; counts what came."""
+    """GET requests for one URL, every one of them within one deadline, on the pool's kept
+    connections (``environment.connections``); redirects followed; counts what came."""
 
     def __init__(
         self,
@@ -259,14 +313,13 @@ class Http:
         timeout: float = TIMEOUT,
         deadline: float = DEADLINE,
         what: str = "wheel",
+        pool: Pool = POOL,
     ):
         self.url, self._auth = _authorization(url, credentials)
         self._what = what
         self._timeout = timeout
         self._deadline = _Deadline(deadline)
-        self._opener = urllib.request.build_opener(
-            _Handler(self._deadline, timeout), _TLSHandler(self._deadline, timeout)
-        )
+        self._pool = pool
         self.requests = 0
         self.fetched = 0
 
@@ -274,27 +327,92 @@ class Http:
         return LibdoctorError(f"cannot read {self._what} {self.url}: {reason}")
 
     def open(self, byte_range: str | None, accept: str | None = None) -> HTTPResponse:
-        """The response to a GET (with ``Range: BYTE_RANGE``); a 416 is ``_RangesRefused``."""
-        request = urllib.request.Request(self.url, headers=_HEADERS)
+        """The response to a GET (with ``Range: BYTE_RANGE``); a 416 is ``_RangesRefused``.
+        The credentials go with the first request only: never along a redirect."""
+        headers = dict(_HEADERS)
         if accept is not None:
-            request.add_header("Accept", accept)
+            headers["Accept"] = accept
         if byte_range is not None:
-            request.add_header("Range", byte_range)
-        if self._auth is not None:
-            request.add_unredirected_header("Authorization", self._auth)
+            headers["Range"] = byte_range
         self.requests += 1
+        url, auth = self.url, self._auth
         try:
-            timeout = self._deadline.wait(self._timeout)  # the connect, before any socket
-            return cast(HTTPResponse, self._opener.open(request, timeout=timeout))
-        except urllib.error.HTTPError as exc:
-            exc.close()
-            if exc.code == 416 and byte_range is not None:
-                raise _RangesRefused(None) from None
-            raise self.fail(f"HTTP {exc.code} {exc.reason}") from None
-        except urllib.error.URLError as exc:
-            raise self.fail(_describe(exc.reason)) from None
-        except (OSError, HTTPException) as exc:
+            for _ in range(_MAX_REDIRECTS + 1):
+                sent = headers if auth is None else {**headers, "Authorization": auth}
+                response = self._get(url, sent)
+                location = response.headers.get("Location")
+                if response.status not in _REDIRECTS or not location:
+                    break
+                _discard(response)
+                url = _split_userinfo(urllib.parse.urljoin(url, location.strip()))[0]
+                auth = None
+            else:
+                _discard(response)
+                raise self.fail(f"HTTP {response.status}: more than {_MAX_REDIRECTS} redirects")
+        except (OSError, HTTPException, ValueError) as exc:
             raise self.fail(_describe(exc)) from None
+        response.url = url
+        if not 200 <= response.status < 300:
+            _discard(response)
+            if response.status == 416 and byte_range is not None:
+                raise _RangesRefused(None)
+            raise self.fail(f"HTTP {response.status} {response.reason}")
+        return response
+
+    def _get(self, url: str, headers: dict[str, str]) -> _Response:
+        """One GET of URL on a kept connection of its route, or a new one; a kept one the
+        server has closed meanwhile is replaced once (a GET may be sent again)."""
+        route, target, more = _route(url)
+        for kept in (True, False):
+            connection = self._take(route) if kept else self._connection(route)
+            if connection is None:
+                continue
+            try:
+                connection.request("GET", target, headers={**headers, **more})
+                response = connection.getresponse()
+            except _GONE:
+                connection.close()
+                if kept:
+                    continue
+                raise
+            except BaseException:
+                connection.close()
+                raise
+            assert isinstance(response, _Response)
+            response.release = functools.partial(self._release, route, connection)
+            return response
+        raise AssertionError("unreachable: the new connection's request returns or raises")
+
+    def _take(self, route: Route) -> _Connection | _TLSConnection | None:
+        """A kept connection of ROUTE, bound to this request's deadline."""
+        timeout = self._deadline.wait(self._timeout)  # were it to connect again
+        connection = self._pool.take(route)
+        if not isinstance(connection, (_Connection, _TLSConnection)):  # only ours come back
+            return None
+        connection.deadline, connection.per_read = self._deadline, self._timeout
+        connection.timeout = timeout
+        return connection
+
+    def _connection(self, route: Route) -> _Connection | _TLSConnection:
+        """A new connection of ROUTE (it connects on its first request)."""
+        timeout = self._deadline.wait(self._timeout)  # the connect, before any socket
+        host, port = route.proxy or (route.host, route.port)
+        pool, deadline, per_read = self._pool, self._deadline, self._timeout
+        if route.scheme == "http":
+            return _Connection(host, port, timeout, pool=pool, deadline=deadline,
+                               per_read=per_read)  # fmt: skip
+        connection = _TLSConnection(host, port, timeout=timeout, context=pool.context(),
+                                    pool=pool, deadline=deadline, per_read=per_read)  # fmt: skip
+        if route.proxy is not None:
+            tunnel = {"Proxy-Authorization": route.proxy_auth} if route.proxy_auth else {}
+            connection.set_tunnel(route.host, route.port, tunnel)
+        return connection
+
+    def _release(self, route: Route, connection: http.client.HTTPConnection, whole: bool) -> None:
+        if whole:
+            self._pool.give(route, connection)
+        else:
+            connection.close()
 
     def body(self, response: HTTPResponse, expected: int) -> bytes:
         """The body of RESPONSE, which must be EXPECTED bytes long: never more is read (a
@@ -335,6 +453,17 @@ class Http:
                 f"{response.headers.get('Content-Range')}"
             )
         return self.body(response, end - start)
+
+
+def _discard(response: HTTPResponse) -> None:
+    """Close an answer not wanted (a redirect, an error): its body read first when it is
+    short, so that its connection may serve the next request."""
+    try:
+        if response.length is not None and response.length <= _DRAIN:
+            response.read()
+    except (OSError, HTTPException):
+        pass
+    response.close()
 
 
 def _describe(problem: object) -> str:
@@ -595,6 +724,70 @@ def _too_big(what: str) -> str:
     return f"{what}, over the {MAX_DOWNLOAD:,} a wheel's download may have (MAX_DOWNLOAD)"
 
 
+class RemoteMembers:
+    """A wheel's members read in part, by range after its central directory: where
+    ``read_remote_wheel`` reads the dist-info whole, this gives a ``Fetch`` of one member's
+    compressed data for ``environment.member.MemberView`` to inflate as far as it needs."""
+
+    def __init__(
+        self,
+        url: str,
+        credentials: Sequence[str] = (),
+        timeout: float = TIMEOUT,
+        deadline: float = DEADLINE,
+    ) -> None:
+        self._conn = Http(url, credentials, timeout, deadline)
+        response = self._conn.open(f"bytes=-{TAIL}")
+        got = _content_range(response) if response.status == 206 else None
+        if got is None:
+            response.close()
+            raise self._conn.fail("the server does not answer range requests")
+        start, end, size = got
+        self._file = RangeFile(self._conn, size, start, self._conn.body(response, end - start))
+        try:
+            self._archive = open_wheel(cast(BinaryIO, self._file), self._conn.url)
+        except (zipfile.BadZipFile, OSError, EOFError) as exc:
+            raise self._conn.fail(_describe(exc)) from None
+
+    @property
+    def fetched(self) -> int:
+        return self._conn.fetched
+
+    @property
+    def requests(self) -> int:
+        return self._conn.requests
+
+    def info(self, name: str) -> zipfile.ZipInfo | None:
+        return self._archive.NameToInfo.get(name)
+
+    def prefetch(self, infos: Sequence[zipfile.ZipInfo], ahead: int) -> None:
+        """Each member's local header and its first AHEAD compressed bytes, near ones in one
+        request."""
+        self._file.prefetch(
+            (i.header_offset, _member_range(i)[1] - i.compress_size + min(i.compress_size, ahead))
+            for i in infos
+        )
+
+    def fetch(self, info: zipfile.ZipInfo) -> Callable[[int, int], bytes]:
+        """Bytes START..END of INFO's compressed data (past its local header)."""
+        self._file.seek(info.header_offset)
+        header = self._file.read(30)
+        if len(header) != 30 or header[:4] != b"PK\x03\x04":
+            raise self._conn.fail(f"{info.filename}: no local header at {info.header_offset}")
+        data = info.header_offset + 30 + int.from_bytes(header[26:28], "little")
+        data += int.from_bytes(header[28:30], "little")
+
+        def fetch(start: int, end: int) -> bytes:
+            self._file.seek(data + start)
+            return self._file.read(end - start)
+
+        return fetch
+
+    def close(self) -> None:
+        self._archive.close()
+        self._file.close()
+
+
 # --------------------------------------------------------------------------- the cache
 
 
@@ -644,9 +837,46 @@ def _save(
         os.makedirs(os.path.dirname(file), exist_ok=True)
         fd, temp = tempfile.mkstemp(dir=os.path.dirname(file), suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(doc, out, separators=(",", ":"))
+            out.write(json.dumps(doc, separators=(",", ":")))  # one C-encoded write
         os.replace(temp, file)
     except OSError:
+        pass
+
+
+def _note_file(cache_dir: str | None, sha256: str | None, key: str) -> str | None:
+    file = _cache_file(cache_dir, sha256)
+    if file is None or not re.fullmatch(r"[a-z0-9-]+", key):
+        return None
+    return f"{file.removesuffix('.json')}.{key}.json"
+
+
+def cached_note(cache_dir: str | None, sha256: str | None, key: str) -> Any:
+    """What ``save_note`` kept under KEY for the wheel of this SHA256; None if nothing."""
+    file = _note_file(cache_dir, sha256, key)
+    if file is None:
+        return None
+    try:
+        with open(file, encoding="utf-8") as handle:
+            doc = json.load(handle)
+        return doc.get("note") if doc.get("format") == _FORMAT else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def save_note(cache_dir: str | None, sha256: str | None, key: str, value: Any) -> None:
+    """Keep VALUE (JSON) under KEY beside the cache file of the wheel of this SHA256
+    (``<sha256>.<key>.json``: a wheel's bytes never change, so neither does what was read
+    of them). Best effort, as ``_save``."""
+    file = _note_file(cache_dir, sha256, key)
+    if file is None:
+        return
+    try:
+        os.makedirs(os.path.dirname(file), exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=os.path.dirname(file), suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump({"format": _FORMAT, "note": value}, out, separators=(",", ":"))
+        os.replace(temp, file)
+    except (OSError, ValueError, TypeError):
         pass
 
 

@@ -9,6 +9,7 @@ included, so a plan can run the checks on an environment with the wheel in it.
 from __future__ import annotations
 
 import os
+import stat
 import struct
 import zipfile
 import zlib
@@ -73,8 +74,15 @@ class WheelFile:
 
 
 def read_wheel(path: str) -> WheelFile:
+    """The wheel file at PATH; a device, FIFO or directory is refused before a byte is read
+    (``O_NONBLOCK``: a FIFO without a writer does not hang; a lock may name any path)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
     try:
-        with open(path, "rb") as handle, open_wheel(handle, path) as archive:
+        fd = os.open(path, flags)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise LibdoctorError(f"cannot read wheel {path}: not a regular file")
+        with os.fdopen(fd, "rb") as handle, open_wheel(handle, path) as archive:
             return wheel_from_archive(archive, path)
     except (OSError, zipfile.BadZipFile) as exc:
         raise LibdoctorError(f"cannot read wheel {path}: {exc}") from None

@@ -2,8 +2,9 @@
 
 The JSON is the common document (``schema_version``, ``tool``, ``target``: the lock and the
 platform, ``summary``, ``findings``) with a ``lock`` object: its path and format, what was
-planned for, the wheels chosen (and what each cost), the packages whose files cannot be
-told, the excluded ones and the notes of its reading. SARIF results point at the lock file,
+planned for, the wheels chosen (and what each cost), the extension modules read for the
+libraries they need (and those not read, with why), the packages whose files cannot be told,
+the excluded ones and the notes of its reading. SARIF results point at the lock file,
 at the line of the package each finding names.
 """
 
@@ -17,6 +18,7 @@ from libdoctor.findings import Finding, Severity
 from libdoctor.report.text import TITLE, Line, finding_lines, to_string
 
 if TYPE_CHECKING:
+    from libdoctor.whatif.linkage import Linkage
     from libdoctor.whatif.lock import LockPlan
 
 
@@ -36,6 +38,13 @@ def cost_line(plan: LockPlan) -> str:
     )
 
 
+def extensions_line(linkage: Linkage) -> str:
+    capped = sum(1 for u in linkage.unread if u.capped)
+    count = len(linkage.extensions)
+    line = f"{count} extension module{'' if count == 1 else 's'} read for the libraries they need"
+    return line + (f", {capped} not (over the read caps; --json lists them)" if capped else "")
+
+
 def header(plan: LockPlan) -> list[str]:
     lock, selection = plan.lock, plan.selection
     by = f", created by {lock.created_by}" if lock.created_by else ""
@@ -45,6 +54,8 @@ def header(plan: LockPlan) -> list[str]:
         "packages apply",
         cost_line(plan),
     ]
+    if plan.linkage is not None and (plan.linkage.extensions or plan.linkage.unread):
+        lines.append(extensions_line(plan.linkage))
     if selection.chosen:
         lines.append(f"synced with: {selection.chosen}")
     return lines
@@ -81,6 +92,7 @@ def lock_dict(plan: LockPlan) -> dict[str, Any]:
         "created_by": plan.lock.created_by,
         "planned_for": {
             "python": f"{plan.platform.python[0]}.{plan.platform.python[1]}",
+            "python_full_version": plan.platform.markers.get("python_full_version"),
             "platform": plan.platform.platform,
             "tags": list(plan.platform.tags[:3]),
         },
@@ -104,8 +116,27 @@ def lock_dict(plan: LockPlan) -> dict[str, Any]:
             {"name": e.package.name, "version": e.package.version, "why": e.why}
             for e in selection.excluded
         ],
+        "extensions": _extensions(plan),
         "synced_with": selection.chosen or None,
         "notes": [*plan.lock.notes, *selection.notes],
+    }
+
+
+def _extensions(plan: LockPlan) -> dict[str, Any]:
+    """The extension modules read, those not read and why, and what reading cost (in the
+    totals too)."""
+    linkage = plan.linkage
+    if linkage is None:
+        return {"read": 0, "not_read": [], "fetched": 0, "requests": 0}
+    site = plan.env.target.site_dirs[0].path + "/"
+    return {
+        "read": len(linkage.extensions),
+        "not_read": [
+            {"wheel": u.wheel, "extension": u.path.removeprefix(site), "why": u.why}
+            for u in linkage.unread
+        ],
+        "fetched": linkage.fetched,
+        "requests": linkage.requests,
     }
 
 
@@ -126,8 +157,13 @@ def render_json(plan: LockPlan, findings: Sequence[Finding]) -> str:
     )
 
 
-def render_sarif(plan: LockPlan, findings: Sequence[Finding], lines: Mapping[str, int]) -> str:
-    """SARIF: every result at the lock file, at LINES' line for the package it names."""
+def render_sarif(
+    plan: LockPlan, findings: Sequence[Finding], lines: Mapping[str, int], root: str | None = None
+) -> str:
+    """SARIF: every result at the lock file, at LINES' line for the package it names. The
+    file's URI is relative to ROOT when the lock lies under it (the working directory: code
+    scanning reads a relative URI from the repository's root, where the action runs), else
+    to the lock's own directory."""
     import json
     import os
 
@@ -135,6 +171,8 @@ def render_sarif(plan: LockPlan, findings: Sequence[Finding], lines: Mapping[str
     from libdoctor.report.json import dumps
 
     directory = os.path.dirname(os.path.abspath(plan.lock.path))
+    if root is not None and not os.path.relpath(directory, root).startswith(os.pardir):
+        directory = os.path.abspath(root)
     doc = json.loads(sarif.render([_without_paths(f) for f in findings], directory,
                                   fallback=os.path.abspath(plan.lock.path)))  # fmt: skip
     for result, finding in zip(doc["runs"][0]["results"], findings, strict=True):

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from libdoctor.checks.coinstall import LockFix, cuda_majors, path_conflicts, unmet_requirements
+from libdoctor.checks.linkage import unread_extensions, unresolved_libraries
 from libdoctor.environment.distributions import canonicalize_name
 from libdoctor.environment.index import PYPI, project_files, release_files
 from libdoctor.environment.lockfile import Lock, LockedPackage, Selection, read_lock
@@ -32,6 +33,7 @@ from libdoctor.environment.wheel import read_wheel, wheel_distribution
 from libdoctor.errors import LibdoctorError
 from libdoctor.findings import DistRef, Finding, Severity
 from libdoctor.stack.frameworks import FrameworkBuild, detect_frameworks
+from libdoctor.whatif.linkage import Linkage, WheelSource, read_linkage
 from libdoctor.whatif.threads import WORKERS, each
 
 __all__ = ["LockPlan", "LockPlanOptions", "ReadWheel", "Unplanned", "plan_lock"]
@@ -40,6 +42,7 @@ __all__ = ["LockPlan", "LockPlanOptions", "ReadWheel", "Unplanned", "plan_lock"]
 BUILD_FILES: Mapping[str, str] = {"torch": "torch/version.py"}
 _PREFIX = "/nonexistent/libdoctor-plan-lock/env"  # the environment-to-be's place in the model
 _CU_LABEL = re.compile(r"\+cu(\d+)(\d)\b")
+_NO_LINKAGE = Linkage((), (), 0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +59,8 @@ class ReadWheel:
     package: LockedPackage
     filename: str
     read: RemoteRead
+    url: str = ""  # a URL, or a local path
+    sha256: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +81,11 @@ class LockPlan:
     unplanned: tuple[Unplanned, ...]
     findings: tuple[Finding, ...]
     env: Environment
+    linkage: Linkage | None = None  # the extension modules' dynamic sections
 
     @property
     def fetched(self) -> int:
-        return sum(w.read.fetched for w in self.wheels)
+        return sum(w.read.fetched for w in self.wheels) + (self.linkage or _NO_LINKAGE).fetched
 
     @property
     def size(self) -> int:
@@ -87,7 +93,7 @@ class LockPlan:
 
     @property
     def requests(self) -> int:
-        return sum(w.read.requests for w in self.wheels)
+        return sum(w.read.requests for w in self.wheels) + (self.linkage or _NO_LINKAGE).requests
 
     @property
     def cached(self) -> int:
@@ -108,12 +114,25 @@ def plan_lock(
     selection = select(lock, platform.markers, sync)
     wanted = [p for p in selection.required if not p.local]
     read = functools.partial(_read_package, base=lock.base, platform=platform, options=options)
-    results = each(wanted, read, options.workers)
+    results = each(wanted, read, options.workers, first=lambda p: bool(_members(p)))
     wheels = tuple(r for r in results if isinstance(r, ReadWheel))
     unplanned = tuple(r for r in results if isinstance(r, Unplanned))
     env = _env_to_be(wheels, platform)
+    linkage = read_linkage(
+        [_source(w) for w in wheels], env, cache_dir=options.cache_dir,
+        credentials=options.credentials, offline=options.offline, workers=options.workers,
+    )  # fmt: skip
     findings = _findings(lock, selection, env, wheels, unplanned, platform)
-    return LockPlan(lock, selection, platform, wheels, unplanned, tuple(findings), env)
+    findings += unresolved_libraries(env, linkage.extensions)
+    findings += unread_extensions(env, linkage.unread)
+    return LockPlan(lock, selection, platform, wheels, unplanned, tuple(findings), env, linkage)
+
+
+def _source(wheel: ReadWheel) -> WheelSource:
+    read = wheel.read
+    return WheelSource(
+        read.wheel.key, wheel.filename, wheel.url, wheel.sha256, read.size, read.wheel.members
+    )
 
 
 # --------------------------------------------------------------------------- choosing
@@ -123,8 +142,15 @@ def _sha256(hashes: frozenset[str]) -> str | None:
     return next((h.partition(":")[2] for h in sorted(hashes) if h.startswith("sha256:")), None)
 
 
-def _filename(location: str, name: str) -> str:
-    return name or urllib.parse.unquote(urllib.parse.urlsplit(location).path.rpartition("/")[2])
+def _filename(package: LockedPackage, location: str, name: str) -> str:
+    try:  # checked even with a name given: the URL is read next
+        path = urllib.parse.urlsplit(location).path
+    except ValueError:
+        shown = location if len(location) <= 80 else f"{location[:80]}..."
+        raise LibdoctorError(
+            f"{package.display}: the lock's URL {shown!r} does not parse"
+        ) from None
+    return name or urllib.parse.unquote(path.rpartition("/")[2])
 
 
 def _locate(
@@ -133,7 +159,7 @@ def _locate(
     """(file name, URL or path, sha256, whether the index gave it) of the wheel the
     installer would take for PACKAGE on PLATFORM; else why none can be told."""
     located = {
-        _filename(a.location, a.name): a
+        _filename(package, a.location, a.name): a
         for a in package.artifacts
         if a.kind == "wheel" and a.location
     }
@@ -141,6 +167,10 @@ def _locate(
         if package.source != "registry" or not package.version:
             return Unplanned(package, f"locked as a {package.source} source: its files are "
                              "unknown until it is built", Severity.INFO)  # fmt: skip
+        if any(a.location for a in package.artifacts):  # the lock's own files: no wheel
+            return _nothing_fits(
+                package, platform, any(a.kind == "sdist" for a in package.artifacts)
+            )
         return _from_index(package, platform, options)
     chosen = choose_wheel(located, platform.tags)
     if chosen is None:
@@ -175,9 +205,17 @@ def _from_index(
     if mine is None:
         why = "a pin without a locked URL, and its release is not in the cache (--offline)"
         return Unplanned(package, why, Severity.WARNING)
+    if not mine:
+        why = "the index lists no file of this release: an install of the lock fails here"
+        return Unplanned(package, why, Severity.WARNING)
     hashes = {h.partition(":")[2] for h in package.hashes if h.startswith("sha256:")}
     if hashes:
-        mine = tuple(f for f in mine if f.sha256 in hashes)
+        mine = tuple(f for f in mine if f.sha256 is None or f.sha256 in hashes)
+        if not mine:
+            raise LibdoctorError(
+                f"{package.display}: none of the lock's sha256 hashes is one the index lists "
+                "for this release"
+            )
     wheels = {f.filename: f for f in mine if f.filename.endswith(".whl")}
     chosen = choose_wheel(wheels, platform.tags)
     if chosen is None:
@@ -201,7 +239,8 @@ def _read_package(
             urllib.request.url2pathname(urllib.parse.urlsplit(url).path) if "://" in url else url
         )
         wheel = read_wheel(local)
-        return ReadWheel(package, filename, RemoteRead(wheel, os.path.getsize(local), 0, 0, "file"))
+        whole = RemoteRead(wheel, os.path.getsize(local), 0, 0, "file")
+        return ReadWheel(package, filename, whole, local, sha256)
     read = cached_wheel(options.cache_dir, sha256, url, members)
     if read is None and options.offline:
         why = f"{filename} is not in the wheel-index cache (--offline)"
@@ -213,7 +252,7 @@ def _read_package(
             url, sha256=sha256, cache_dir=options.cache_dir, credentials=options.credentials,
             members=members, download=False,
         )  # fmt: skip
-    return ReadWheel(package, filename, read)
+    return ReadWheel(package, filename, read, url, sha256)
 
 
 def _members(package: LockedPackage) -> tuple[str, ...]:
@@ -289,7 +328,7 @@ def _findings(
     found = path_conflicts(env, fix)
     found += cuda_majors(env, _frameworks(env, wheels), fix)
     held = [*selection.required, *selection.optional]
-    found += unmet_requirements(env, held, platform.markers)
+    found += unmet_requirements(env, held, platform.markers, selection.extras)
     found += [_cannot_tell(u) for u in unplanned]
     return found
 
