@@ -22,6 +22,7 @@ is fresh.
 from __future__ import annotations
 
 import itertools
+import marshal
 import os
 import shutil
 import time
@@ -366,6 +367,32 @@ def test_a_damaged_stored_result_is_ignored(env: Env, trusting: None) -> None:
     stored.unlink()
     _checked(env, env.cache_dir)
     _same_again(env, plain)
+
+
+def test_a_stored_result_of_the_wrong_shape_is_ignored(env: Env, trusting: None) -> None:
+    """The findings are stored as plain values, never pickled, and each field is checked on
+    the way back: a well-formed file whose result holds a value of another type, an unknown
+    code or severity, or a code object (marshal can carry one) is decided again."""
+    plain = _checked(env, None)
+    _checked(env, env.cache_dir)
+    _same_again(env, plain)
+    stored = next((env.cache_dir / "parsed").glob("*.result"))
+    head = marshal.loads(stored.read_bytes())
+    findings, *rest = head[-1]
+    assert findings, "the test env has findings to forge"
+    first = findings[0]
+    forged = [
+        (first[0], first[1], 42, *first[3:]),  # a message that is no string
+        ("no-such-code", *first[1:]),
+        (first[0], 99, *first[2:]),
+        (*first[:5], {"x": compile("0", "f", "eval")}, first[6]),
+        (*first[:6], ("pip", "install")),  # a fix that is not (argv, note, steps)
+    ]
+    for finding in forged:
+        stored.write_bytes(marshal.dumps((*head[:-1], ((finding, *findings[1:]), *rest))))
+        again = _checked(env, env.cache_dir)
+        assert not _reused(again), finding
+        _same(again, plain)
 
 
 def test_a_run_past_the_recording_cap_is_not_stored(

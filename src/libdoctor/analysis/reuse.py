@@ -25,8 +25,10 @@ versions. ``analysis.overlap.run_check`` is the plain path this one is tested ag
 (``tests/property/test_check_cache.py``), finding for finding.
 
 The stored file is untrusted like the parsed-file cache: bounded, marshal'd plain values, its
-key compared whole, every part type-checked; the findings in it are pickled, and it is only
-read from the user's own cache dir, where it is written 0600. A reused report holds no model
+key compared whole, every part type-checked, the findings too: they are stored as plain
+values (strings, numbers, tuples, dicts) and made into ``Finding`` values again only after
+every field is checked, never unpickled (a file someone else wrote must not run code). It is
+written 0600. A reused report holds no model
 (``Report.environment`` is None): the HTML report, which draws from it, runs the check.
 """
 
@@ -38,10 +40,10 @@ import time
 from array import array
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from libdoctor.analysis.recording import LINK, UNKNOWN, Identity, own_modules, recording
-from libdoctor.analysis.run import CheckOptions, NativeFacts, Report
+from libdoctor.analysis.run import CheckOptions, Report
 
 if TYPE_CHECKING:
     from libdoctor.disk.hashing import ProgressFactory
@@ -249,7 +251,7 @@ def _load(file: str, key: tuple[object, ...]) -> tuple[Any, ...] | None:
     _, paths, flat, anchors, anchored, result = stored
     if not all(type(v) is tuple for v in (paths, anchors, anchored)):
         return None
-    if type(result) is not bytes or type(flat) is not bytes:
+    if type(result) is not tuple or type(flat) is not bytes:
         return None
     if not set(map(type, paths + anchors)) <= {str} or len(anchors) != len(anchored):
         return None
@@ -259,17 +261,7 @@ def _load(file: str, key: tuple[object, ...]) -> tuple[Any, ...] | None:
     identities.frombytes(flat)
     if not _all_hold(paths, identities, anchors, anchored):
         return None
-    import pickle
-
-    try:
-        value = pickle.loads(result)
-    except Exception:  # damaged: decide again
-        return None
-    if type(value) is not tuple or len(value) != 5 or type(value[0]) is not tuple:
-        return None
-    from libdoctor.findings import Finding
-
-    return value if all(type(f) is Finding for f in value[0]) else None
+    return _result_of(result)
 
 
 def _storable(reads: set[str], cache_dir: str) -> set[str] | None:
@@ -381,17 +373,123 @@ def _save(
     if any(_racy(ident, newest) for ident in (*identities, *anchored)):
         return
     import marshal
-    import pickle
 
-    facts: NativeFacts | None = report.facts
+    result = _plain_result(report, versions)
+    if result is None:
+        return
     try:
-        result = pickle.dumps(
-            (report.findings, report.distributions, report.files, hashing, (versions, facts)),
-            protocol=pickle.HIGHEST_PROTOCOL,
-        )
         flat = array("q", [n for identity in identities for n in identity]).tobytes()
         stored: Any = (key, tuple(paths), flat, tuple(anchors), anchored)
         data = marshal.dumps((*stored, result))
-    except (ValueError, TypeError, OverflowError, pickle.PicklingError):
+    except (ValueError, TypeError, OverflowError):  # a value marshal cannot hold: not stored
         return
     write_atomic(file, data)
+
+
+# The stored findings as plain values, checked field by field on the way back: whoever could
+# write the cache file can make it say anything plain, never make it run code or crash a
+# renderer with a value of the wrong type.
+_MAX_DEPTH = 16  # of an evidence value
+
+
+def _plain_result(report: Report, versions: Versions | None) -> tuple[Any, ...] | None:
+    """REPORT's findings, counts and VERSIONS as plain values; None if one is not plain."""
+    if report.facts is not None:
+        return None
+    findings = tuple(_plain_finding(f) for f in report.findings)
+    hashing = None if report.hashing is None else dict(report.hashing)
+    plain_versions = (
+        None
+        if versions is None
+        else (versions.python, versions.cache_tag, versions.cuda, dict(versions.tools))
+    )
+    result = (findings, report.distributions, report.files, hashing, plain_versions)
+    return result if _is_plain(result, 0) else None
+
+
+def _plain_finding(f: Finding) -> tuple[Any, ...]:
+    dist = None if f.distribution is None else (f.distribution.name, f.distribution.version)
+    fix = None if f.fix is None else (f.fix.argv, f.fix.note, f.fix.steps)
+    return (f.code, int(f.severity), f.message, dist, f.paths, dict(f.evidence), fix)
+
+
+def _is_plain(value: object, depth: int) -> bool:
+    if value is None or type(value) in (str, int, float, bool):
+        return True
+    if depth > _MAX_DEPTH:
+        return False
+    if type(value) in (tuple, list, set, frozenset):
+        return all(_is_plain(v, depth + 1) for v in value)  # type: ignore[attr-defined]
+    if type(value) is dict:
+        return all(type(k) is str and _is_plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def _result_of(result: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """The stored result as values again, or None when any part is not what was stored."""
+    from libdoctor.stack.caches import Versions
+
+    if len(result) != 5 or not _is_plain(result, 0):
+        return None
+    plain_findings, distributions, files, hashing, plain_versions = result
+    if type(distributions) is not int or type(files) is not int:
+        return None
+    if hashing is not None and not (
+        type(hashing) is dict and all(type(v) is int for v in hashing.values())
+    ):
+        return None
+    versions = None
+    if plain_versions is not None:
+        if not _fields(plain_versions, (str, None), (str, None), (str, None), dict):
+            return None
+        python, cache_tag, cuda, tools = plain_versions
+        if not all(type(v) is str for v in tools.values()):
+            return None
+        versions = Versions(python, cache_tag, cuda, tools)
+    if type(plain_findings) is not tuple:
+        return None
+    findings = tuple(_finding_of(f) for f in plain_findings)
+    if None in findings:
+        return None
+    return findings, distributions, files, hashing, (versions, None)
+
+
+def _finding_of(plain: object) -> Finding | None:
+    from libdoctor.findings import CODES, DistRef, Finding, Fix, Severity
+
+    if not _fields(plain, str, int, str, (tuple, None), tuple, dict, (tuple, None)):
+        return None
+    code, severity, message, dist, paths, evidence, fix = cast(tuple[Any, ...], plain)
+    if code not in CODES or severity not in set(Severity) or not _strings(paths):
+        return None
+    if dist is not None and not _fields(dist, str, str):
+        return None
+    if fix is not None:
+        if not _fields(fix, tuple, str, tuple) or not _strings(fix[0]):
+            return None
+        if not all(type(step) is tuple and _strings(step) for step in fix[2]):
+            return None
+    return Finding(
+        code=code,
+        severity=Severity(severity),
+        message=message,
+        distribution=None if dist is None else DistRef(*dist),
+        paths=paths,
+        evidence=evidence,
+        fix=None if fix is None else Fix(argv=fix[0], note=fix[1], steps=fix[2]),
+    )
+
+
+def _fields(value: object, *kinds: type | tuple[type | None, ...]) -> bool:
+    """VALUE is a tuple of len(KINDS) whose items have those exact types (None: may be None)."""
+    if type(value) is not tuple or len(value) != len(kinds):
+        return False
+    for item, kind in zip(value, kinds, strict=True):
+        allowed = kind if type(kind) is tuple else (kind,)
+        if not any(item is None if k is None else type(item) is k for k in allowed):
+            return False
+    return True
+
+
+def _strings(values: tuple[Any, ...]) -> bool:
+    return all(type(v) is str for v in values)
