@@ -226,6 +226,30 @@ def test_a_wheel_beside_the_lock_is_read_from_its_file(index: Index, tmp_path: P
     assert doc["lock"]["extensions"]["requests"] == 0
 
 
+def test_a_wheel_beside_the_lock_rebuilt_is_read_again(index: Index, tmp_path: Path) -> None:
+    """Nothing hashes a wheel beside the lock: the sha256 the lock gives is not its file's.
+    What its modules need is read from the file every run, never from a cache note kept
+    under that hash (a wheel rebuilt, the lock not: the new build's needs, not the old's)."""
+    wheel = index.wheels["missing"]
+    here = tmp_path / "project"
+    here.mkdir()
+    (here / wheel.name).write_bytes(wheel.read_bytes())
+    (here / "pylock.toml").write_text(
+        'lock-version = "1.0"\ncreated-by = "test"\n[[packages]]\nname = "missing"\n'
+        f'version = "1.0"\nwheels = [{{ path = "{wheel.name}", '
+        f'hashes = {{ sha256 = "{index.sha256("missing")}" }} }}]\n'
+    )
+    run, doc = plan(index, here / "pylock.toml", tmp_path / "cache")
+    the_missing_library(doc)
+    clean = _so(tmp_path / "build", "core.so", needed=["libc.so.6"], rpath="$ORIGIN")
+    rebuilt = build_wheel(tmp_path / "rebuilt", "missing", "1.0",
+                          {"missing/__init__.py": b"", MODULE: clean}, tag=TAG)  # fmt: skip
+    assert rebuilt.name == wheel.name
+    (here / wheel.name).write_bytes(rebuilt.read_bytes())
+    run, doc = plan(index, here / "pylock.toml", tmp_path / "cache")
+    assert (run.rc, doc["findings"]) == (0, []), doc["findings"]
+
+
 def test_hostile_members_are_an_info_and_bounded(
     index: Index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
