@@ -250,6 +250,34 @@ def test_a_wheel_beside_the_lock_rebuilt_is_read_again(index: Index, tmp_path: P
     assert (run.rc, doc["findings"]) == (0, []), doc["findings"]
 
 
+_KEPT = {
+    "its file list": "wheel-index/{sha256}.json",
+    "its modules' note": "wheel-index/*.dynamic-1.json",
+    "its release's files": "index-release/*.json",  # a pin's, from the index page
+}
+
+
+@pytest.mark.parametrize("which", _KEPT)
+@pytest.mark.parametrize(
+    "damage",
+    [b'{"format": 1, "note": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", b"\xff not JSON"],
+    ids=["nested 100,000 deep", "not JSON"],
+)
+def test_a_damaged_cache_file_is_read_again(
+    index: Index, tmp_path: Path, which: str, damage: bytes
+) -> None:
+    """The caches are input too: a file of them damaged (or written by another) is not
+    used, never a traceback; what it held is read again."""
+    (tmp_path / "requirements.txt").write_text("missing==1.0\n")
+    lock = tmp_path / "requirements.txt"
+    plan(index, lock, tmp_path / "cache")
+    [kept] = (tmp_path / "cache").glob(_KEPT[which].format(sha256=index.sha256("missing")))
+    kept.write_bytes(damage)
+    run, doc = plan(index, lock, tmp_path / "cache")  # no traceback (``plan`` checks)
+    assert run.rc == 1, run.stderr
+    the_missing_library(doc)
+
+
 def test_hostile_members_are_an_info_and_bounded(
     index: Index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
