@@ -181,6 +181,13 @@ def _edited(edit: Callable[[dict[str, Any]], object]) -> bytes:
     return json.dumps(doc).encode()
 
 
+def _header(old: bytes, new: bytes) -> bytes:
+    """The good snapshot's bytes with a header field changed, every part's text alike."""
+    data = encode(made_snapshot(2, 3))
+    assert data.count(old) == 1
+    return data.replace(old, new)
+
+
 def _named(node: bytes) -> bytes:
     """The good snapshot's bytes with NODE in place of its node name's JSON string."""
     data = encode(made_snapshot(2, 3))
@@ -199,6 +206,12 @@ BAD = {
     "a list": b"[1, 2]",
     "another schema": b'{"schema": "other"}',
     "schema_version true": _edited(lambda d: d.update(schema_version=True)),
+    "another schema_version, the parts alike": _header(
+        b'"schema_version":1', b'"schema_version":2'
+    ),
+    "another schema, the parts alike": _header(
+        b'"schema":"libdoctor-snapshot"', b'"schema":"libdoctor-other"'
+    ),
     "nested 100,000 deep": DEEP,
     "the same gzip'd": gzip.compress(DEEP),
     "a gzip bomb": gzip_bomb(64),

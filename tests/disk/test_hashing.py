@@ -63,6 +63,26 @@ def test_entries_of_files_gone_are_pruned(tmp_path: Path) -> None:
     assert len(HashCache.load(str(tmp_path / "cache"), str(tmp_path)).entries) == 1
 
 
+def test_a_rewrite_that_puts_the_size_and_mtime_back_is_hashed_again(tmp_path: Path) -> None:
+    """Same size, same inode, the mtime put back (``touch -r``, ``cp -p`` into the file):
+    what --deep is for. The ctime moved, so the cached digest is not served."""
+    a = _aged(tmp_path / "a", b"the bytes installed")
+    _run(tmp_path / "cache", str(tmp_path), _jobs(a))
+    before = os.stat(a)
+    while os.stat(a).st_ctime_ns == before.st_ctime_ns:  # a coarse clock: the next tick
+        with open(a, "r+b") as handle:
+            handle.write(b"THE BYTES ALTERED!!")
+        os.utime(a, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(a)
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+        before.st_ino, before.st_size, before.st_mtime_ns
+    )  # fmt: skip
+    digests, stats = _run(tmp_path / "cache", str(tmp_path), _jobs(a))
+    assert stats.cache_hits == 0 and stats.files_hashed == 1
+    altered = spell_hash("sha256", hashlib.sha256(b"THE BYTES ALTERED!!").digest())
+    assert digests[(str(a), "sha256")] == altered
+
+
 def test_another_algorithm_is_not_served_from_the_cache(tmp_path: Path) -> None:
     a = _aged(tmp_path / "a", b"a")
     _run(tmp_path / "cache", str(tmp_path), _jobs(a))

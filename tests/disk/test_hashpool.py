@@ -105,6 +105,56 @@ def test_a_child_that_dies_leaves_its_part_to_the_parent(
     assert died.exists()  # there was a child, and it did die
 
 
+_ORPHANED = """
+import os, signal, sys
+from libdoctor.disk.hashing import HashJob
+from libdoctor.disk.hashpool import digest_in_pool
+from libdoctor.disk.stat import RealDisk
+
+folder, log = sys.argv[1], sys.argv[2]
+disk = RealDisk()
+jobs = [HashJob(p, "sha256", disk.stat(p))
+        for p in sorted(os.path.join(folder, n) for n in os.listdir(folder))]
+parent = os.getpid()
+
+def host(path):
+    if os.getpid() != parent:  # the child: say which file it reads
+        with open(log, "a") as out:
+            out.write(path + "\\n")
+    return path
+
+# killed (-9) once its child is forked, before it takes a batch itself
+digest_in_pool(jobs, 2, lambda: os.kill(parent, signal.SIGKILL), host)
+"""
+
+
+def test_a_child_whose_parent_was_killed_takes_no_more_batches(tmp_path: Path) -> None:
+    """The parent killed (-9) mid-run: its forked child stops at the next batch, instead of
+    digesting everything left (minutes of a whole disk's reading) for no one."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "files"
+    folder.mkdir()
+    for number in range(SMALL):
+        (folder / f"f{number:03}").write_bytes(bytes(64 * 1024))
+    log = tmp_path / "log"
+    done, holder = os.pipe()  # the child inherits HOLDER: its end is EOF here
+    try:
+        process = subprocess.run(
+            [sys.executable, "-c", _ORPHANED, str(folder), str(log)],
+            pass_fds=(holder,),
+            check=False,
+        )
+    finally:
+        os.close(holder)
+    with os.fdopen(done, "rb") as ended:
+        ended.read()  # until the orphaned child has exited
+    assert process.returncode == -9
+    read = log.read_text().splitlines() if log.exists() else []
+    assert len(read) < SMALL, "the child went on alone through every file"
+
+
 @pytest.mark.parametrize("files", [0, 1, 5, 300, 50_000])
 def test_batches_cover_every_file_once_and_their_tickets_fit_a_page(files: int) -> None:
     """Largest first, a big file alone, small ones together; never more tickets (4 bytes

@@ -19,6 +19,10 @@ from libdoctor.environment.policy import (
         ("x-1-cp311-cp311-manylinux_2_28_x86_64.whl", "ld-linux-x86-64.so.2", True),
         ("x-1-cp311-cp311-manylinux_2_28_x86_64.whl", "libfoo.so.1", False),
         ("x-1-cp311-cp311-musllinux_1_2_x86_64.whl", "libc.so", True),
+        # musl's libc as Alpine (the musllinux images) names it: every such module needs it
+        ("x-1-cp311-cp311-musllinux_1_2_x86_64.whl", "libc.musl-x86_64.so.1", True),
+        ("x-1-cp311-cp311-musllinux_1_1_aarch64.whl", "libc.musl-aarch64.so.1", True),
+        ("x-1-cp311-cp311-manylinux_2_28_x86_64.whl", "libc.musl-x86_64.so.1", False),
         ("x-1-cp311-cp311-musllinux_1_2_x86_64.whl", "libstdc++.so.6", False),
     ],
 )

@@ -10,6 +10,8 @@ environment-to-be.
 - ``nopath`` needs ``libfoo.so.1`` with no RPATH: from the system, which may have it: info;
   ``grafted`` needs an auditwheel copy's name no wheel ships: an error all the same.
 - ``hostile`` ships a module that is no ELF and one over the read cap: an info, no traceback.
+- ``musl``, a musllinux wheel shaped as pyzmq's, needs musl's libc by Alpine's soname
+  (``libc.musl-x86_64.so.1``) and its grafted library on its RPATH: clean.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ TAG = "py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64"
 MODULE = "missing/_core.cpython-311-x86_64-linux-gnu.so"
 VERSIONS = {
     "missing": "1.0", "user": "1.0", "barlib": "2.0", "system": "1.0", "hostile": "1.0",
-    "offpath": "1.0", "nopath": "1.0", "grafted": "1.0",
+    "offpath": "1.0", "nopath": "1.0", "grafted": "1.0", "musl": "1.0",
 }  # fmt: skip
+MUSL_TAG = "py3-none-musllinux_1_2_x86_64"
 
 
 def _so(build: Path, name: str, **kwargs: Any) -> bytes:
@@ -51,6 +54,8 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
     offpath = _so(build, "offpath.so", needed=["libbar.so.1"])
     nopath = _so(build, "nopath.so", needed=["libfoo.so.1"])
     grafted = _so(build, "grafted.so", needed=["libz-5f5b5e4a.so.1.2.13"])
+    musl = _so(build, "musl.so", needed=["libzmq-d0713f8f.so.5", "libc.musl-x86_64.so.1"],
+               rpath="$ORIGIN/../musl.libs")  # fmt: skip
     wheels = {
         "missing": build_wheel(dest, "missing", "1.0",
                                {"missing/__init__.py": b"", MODULE: core}, tag=TAG),
@@ -61,6 +66,10 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
         "offpath": build_wheel(dest, "offpath", "1.0", {"offpath/_o.abi3.so": offpath}, tag=TAG),
         "nopath": build_wheel(dest, "nopath", "1.0", {"nopath/_n.abi3.so": nopath}, tag=TAG),
         "grafted": build_wheel(dest, "grafted", "1.0", {"grafted/_g.abi3.so": grafted}, tag=TAG),
+        "musl": build_wheel(dest, "musl", "1.0", {
+            "musl/_m.cpython-311-x86_64-linux-musl.so": musl,
+            "musl.libs/libzmq-d0713f8f.so.5": bar,
+        }, tag=MUSL_TAG),
         "hostile": build_wheel(dest, "hostile", "1.0", {
             "hostile/_text.abi3.so": b"not an ELF file " * 64,
             "hostile/_big.abi3.so": system + bytes(300_000),
@@ -76,9 +85,9 @@ def pylock(index: Index, names: list[str], directory: Path) -> Path:
     return index.pylock(names, VERSIONS, directory)
 
 
-def plan(index: Index, lock: Path, cache: Path) -> tuple[LibdoctorRun, Any]:
+def plan(index: Index, lock: Path, cache: Path, *more: str) -> tuple[LibdoctorRun, Any]:
     run = run_libdoctor_inprocess(
-        "plan", "lock", lock, "--cache-dir", cache, "--index-url", index.simple, "--json",
+        "plan", "lock", lock, "--cache-dir", cache, "--index-url", index.simple, "--json", *more,
     )  # fmt: skip
     assert "Traceback" not in run.stderr, run.stderr
     return run, json.loads(run.stdout) if run.stdout.strip() else None
@@ -191,6 +200,18 @@ def test_a_grafted_library_no_wheel_ships_is_an_error(index: Index, tmp_path: Pa
     assert "it has no RPATH or RUNPATH" in doc["findings"][0]["message"]
 
 
+def test_a_musllinux_module_needing_musls_libc_by_alpines_name_is_clean(
+    index: Index, tmp_path: Path
+) -> None:
+    """Every module of a musllinux wheel (built on Alpine, as the musllinux images are) needs
+    ``libc.musl-x86_64.so.1``: the system's libc, never a wheel's, so no error even with an
+    RPATH into the environment (pyzmq's, with its grafted libraries beside)."""
+    lock = pylock(index, ["musl"], tmp_path)
+    run, doc = plan(index, lock, tmp_path / "c", "--platform", "musllinux_1_2_x86_64")
+    assert (run.rc, doc["findings"]) == (0, []), doc["findings"]
+    assert doc["lock"]["extensions"]["read"] == 1
+
+
 def test_a_wheel_beside_the_lock_is_read_from_its_file(index: Index, tmp_path: Path) -> None:
     wheel = index.wheels["missing"]
     (tmp_path / wheel.name).write_bytes(wheel.read_bytes())
@@ -203,6 +224,58 @@ def test_a_wheel_beside_the_lock_is_read_from_its_file(index: Index, tmp_path: P
     assert run.rc == 1, run.stderr
     the_missing_library(doc)
     assert doc["lock"]["extensions"]["requests"] == 0
+
+
+def test_a_wheel_beside_the_lock_rebuilt_is_read_again(index: Index, tmp_path: Path) -> None:
+    """Nothing hashes a wheel beside the lock: the sha256 the lock gives is not its file's.
+    What its modules need is read from the file every run, never from a cache note kept
+    under that hash (a wheel rebuilt, the lock not: the new build's needs, not the old's)."""
+    wheel = index.wheels["missing"]
+    here = tmp_path / "project"
+    here.mkdir()
+    (here / wheel.name).write_bytes(wheel.read_bytes())
+    (here / "pylock.toml").write_text(
+        'lock-version = "1.0"\ncreated-by = "test"\n[[packages]]\nname = "missing"\n'
+        f'version = "1.0"\nwheels = [{{ path = "{wheel.name}", '
+        f'hashes = {{ sha256 = "{index.sha256("missing")}" }} }}]\n'
+    )
+    run, doc = plan(index, here / "pylock.toml", tmp_path / "cache")
+    the_missing_library(doc)
+    clean = _so(tmp_path / "build", "core.so", needed=["libc.so.6"], rpath="$ORIGIN")
+    rebuilt = build_wheel(tmp_path / "rebuilt", "missing", "1.0",
+                          {"missing/__init__.py": b"", MODULE: clean}, tag=TAG)  # fmt: skip
+    assert rebuilt.name == wheel.name
+    (here / wheel.name).write_bytes(rebuilt.read_bytes())
+    run, doc = plan(index, here / "pylock.toml", tmp_path / "cache")
+    assert (run.rc, doc["findings"]) == (0, []), doc["findings"]
+
+
+_KEPT = {
+    "its file list": "wheel-index/{sha256}.json",
+    "its modules' note": "wheel-index/*.dynamic-1.json",
+    "its release's files": "index-release/*.json",  # a pin's, from the index page
+}
+
+
+@pytest.mark.parametrize("which", _KEPT)
+@pytest.mark.parametrize(
+    "damage",
+    [b'{"format": 1, "note": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", b"\xff not JSON"],
+    ids=["nested 100,000 deep", "not JSON"],
+)
+def test_a_damaged_cache_file_is_read_again(
+    index: Index, tmp_path: Path, which: str, damage: bytes
+) -> None:
+    """The caches are input too: a file of them damaged (or written by another) is not
+    used, never a traceback; what it held is read again."""
+    (tmp_path / "requirements.txt").write_text("missing==1.0\n")
+    lock = tmp_path / "requirements.txt"
+    plan(index, lock, tmp_path / "cache")
+    [kept] = (tmp_path / "cache").glob(_KEPT[which].format(sha256=index.sha256("missing")))
+    kept.write_bytes(damage)
+    run, doc = plan(index, lock, tmp_path / "cache")  # no traceback (``plan`` checks)
+    assert run.rc == 1, run.stderr
+    the_missing_library(doc)
 
 
 def test_hostile_members_are_an_info_and_bounded(

@@ -344,6 +344,9 @@ class FleetReader:
             self._template_bytes += template.size
 
     def _snapshot(self, scanned: _Scanned, source: str) -> Snapshot:
+        # Every document's header, not only a new set of digests': they digest the parts
+        # alone, and a snapshot of another schema or version is refused as decode refuses it.
+        read_header(scanned.document, source)
         signature = scanned.digests.signature
         known = self._by_digests.get(signature)
         if known is None:
@@ -354,7 +357,6 @@ class FleetReader:
         """The Snapshot of digests not seen together before: what was not seen at all read
         and checked, in ``from_document``'s order; the rest reused."""
         document, digests = scanned.document, scanned.digests
-        read_header(document, source)
         got = dict(zip(PARTS, digests.parts, strict=True))
         parts = {name: self._part(document, name, got[name], source) for name in PARTS[:3]}
         rows = zip(document["distributions"], digests.distributions, strict=True)

@@ -1,8 +1,8 @@
 """File hashing with a persistent cache outside the target.
 
 What the cache does not hold is read by a pool of workers (``disk.hashpool``). The cache is
-keyed by (path, size, mtime_ns, inode): an unchanged environment re-verifies without
-reading a byte. It lives in the user's cache dir, never inside the target. Inside a
+keyed by (path, size, mtime_ns, inode, ctime_ns): an unchanged environment re-verifies
+without reading a byte. It lives in the user's cache dir, never inside the target. Inside a
 ``--root`` each file is opened where the system there would find it (``environment.rooted``).
 """
 
@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from libdoctor.disk.stat import FileState
 from libdoctor.environment.rooted import Rooted
 
-_CACHE_VERSION = 4  # 4: keyed by file identity, digests spelled as in RECORD
+_CACHE_VERSION = 5  # 4: keyed by file identity, digests spelled as in RECORD; 5: and ctime
 _RACY_NS = 2_000_000_000
 NATIVE_PART = "native"  # the cache's part for shared objects, read by check's forked child
 
@@ -115,22 +115,23 @@ def _save(file: str, prefix: str, payload: Any) -> None:
             os.unlink(tmp)
 
 
-def _identity(st: FileState) -> tuple[int, int, int, int]:
-    """What the hash cache keys a file by: it is the same bytes while these hold."""
-    return (st.device, st.inode, st.size, st.mtime_ns)
+def _identity(st: FileState) -> tuple[int, int, int, int, int]:
+    """What the hash cache keys a file by: it is the same bytes while these hold. The
+    ctime too: a rewrite that puts the size and mtime back (``touch -r``) still moves it."""
+    return (st.device, st.inode, st.size, st.mtime_ns, st.ctime_ns)
 
 
 @dataclass(slots=True)
 class HashCache:
-    """Digests keyed by file identity and version: (device, inode, size, mtime_ns).
+    """Digests keyed by file identity and version: (device, inode, size, mtime_ns, ctime_ns).
 
-    An entry counts only while all four still match; the value is the digest spelled as
+    An entry counts only while all five still match; the value is the digest spelled as
     RECORD spells it, algorithm included. No path in the key: a hard link is the same
     bytes, and a cache of 16k (path, ...) rows took 3x longer to load.
     """
 
     file: str | None
-    entries: dict[tuple[int, int, int, int], str] = field(default_factory=dict)
+    entries: dict[tuple[int, int, int, int, int], str] = field(default_factory=dict)
     dirty: bool = False
 
     @classmethod
@@ -274,7 +275,7 @@ def hash_many(
         for job in jobs:
             path, algorithm, st = job
             # HashCache.get and _identity, inlined: one lookup per recorded file (16k here)
-            digest = entries.get((st.device, st.inode, st.size, st.mtime_ns))
+            digest = entries.get((st.device, st.inode, st.size, st.mtime_ns, st.ctime_ns))
             if digest is not None and digest.partition("=")[0] == algorithm:
                 results[(path, algorithm)] = digest
             else:

@@ -343,11 +343,14 @@ def _work(
     counters: _Counters,
     slot: int,
     tick: Progress | None = None,
+    parent: int | None = None,
 ) -> list[int]:
     """Take batches until none is left, filling VALUES; count the bytes in SLOT (and move
-    the bar, TICK, after each batch: this thread's). The numbers of the batches done."""
+    the bar, TICK, after each batch: this thread's). PARENT: a forked child's parent's pid;
+    once it is not the parent any more (killed, the child given to another), no batch is
+    taken: no one would read the digests. The numbers of the batches done."""
     taken = []
-    while (number := tickets.take()) is not None:
+    while (parent is None or os.getppid() == parent) and (number := tickets.take()) is not None:
         start, stop = batches[number]
         done = 0
         for index in range(start, stop):
@@ -404,6 +407,7 @@ class _Child:
     ) -> _Child | None:
         """The child started (None: it could not be forked)."""
         read_fd, write_fd = os.pipe()
+        parent = os.getpid()
         try:
             pid = os.fork()
         except OSError:
@@ -419,7 +423,8 @@ class _Child:
                 gc.disable()  # a collection would walk (and copy) every inherited page
                 os.close(read_fd)
                 values: list[Any] = [None] * len(todo)
-                taken = _work(todo, batches, tickets, values, _Reader(host), counters, slot)
+                reader = _Reader(host)
+                taken = _work(todo, batches, tickets, values, reader, counters, slot, None, parent)
                 sent = [(batches[n][0], values[slice(*batches[n])]) for n in taken]
                 with os.fdopen(write_fd, "wb") as out:
                     out.write(marshal.dumps(sent))

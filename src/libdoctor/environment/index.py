@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.client import HTTPException
 
+from libdoctor.bounded import loads_json, read_file
 from libdoctor.environment.distributions import canonicalize_name
 from libdoctor.environment.remote import Http
 from libdoctor.errors import LibdoctorError
@@ -199,9 +200,9 @@ def release_files(
     OFFLINE and it does not."""
     path = _release_file(cache_dir, index, name, version) if cache_dir else None
     if path is not None:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                return tuple(IndexFile(str(f), str(u), s) for f, u, s in json.load(handle))
+        try:  # bounded as any input (a FIFO is not waited on, a deep nesting refused)
+            rows = loads_json(read_file(path))
+            return tuple(IndexFile(str(f), str(u), _hex(s)) for f, u, s in rows)
         except (OSError, ValueError, TypeError):
             pass
     if offline:

@@ -67,10 +67,18 @@ _MUSL_LOADERS = (
     "ld-musl-x86_64.so.1", "ld-musl-aarch64.so.1", "ld-musl-i386.so.1", "ld-musl-armhf.so.1",
     "ld-musl-ppc64le.so.1", "ld-musl-s390x.so.1", "ld-musl-riscv64.so.1",
 )  # fmt: skip
+# musl's libc as Alpine names it (``-soname,libc.musl-$CARCH.so.1``), the loader under
+# another name: what every module built in the musllinux images (Alpine) needs, where
+# auditwheel's list says ``libc.so``.
+_ALPINE_LIBC = tuple(
+    f"libc.musl-{arch}.so.1"
+    for arch in ("x86_64", "aarch64", "x86", "armhf", "armv7", "ppc64le", "s390x", "riscv64",
+                 "loongarch64")
+)  # fmt: skip
 _FAMILIES = {
     "manylinux": frozenset(name for key, names in POLICIES.items()
                            if key.startswith("manylinux") for name in names) | set(_LOADERS),
-    "musllinux": frozenset(_MUSLLINUX) | set(_MUSL_LOADERS),
+    "musllinux": frozenset(_MUSLLINUX) | set(_MUSL_LOADERS) | set(_ALPINE_LIBC),
 }  # fmt: skip
 _LEGACY = ("manylinux1", "manylinux2010", "manylinux2014")
 _COMMON_SYSTEM = re.compile(

@@ -50,6 +50,7 @@ from http.client import HTTPException, HTTPResponse, IncompleteRead
 from typing import Any, BinaryIO, Literal, cast
 
 from libdoctor import __version__
+from libdoctor.bounded import loads_json, read_file
 from libdoctor.environment.connections import POOL, Pool, Route
 from libdoctor.environment.distributions import canonicalize_name
 from libdoctor.environment.record import RecordEntry
@@ -806,8 +807,7 @@ def cached_wheel(
     if file is None:
         return None
     try:
-        with open(file, encoding="utf-8") as handle:
-            doc = json.load(handle)
+        doc = _cache_document(file)
         if doc["format"] != _FORMAT:
             return None
         wheel = _wheel_from_json(doc["wheel"], _split_userinfo(url)[0])
@@ -856,11 +856,17 @@ def cached_note(cache_dir: str | None, sha256: str | None, key: str) -> Any:
     if file is None:
         return None
     try:
-        with open(file, encoding="utf-8") as handle:
-            doc = json.load(handle)
+        doc = _cache_document(file)
         return doc.get("note") if doc.get("format") == _FORMAT else None
     except (OSError, ValueError, AttributeError):
         return None
+
+
+def _cache_document(file: str) -> Any:
+    """A cache file's JSON, read as any input is (``bounded``): a regular file of at most
+    MAX_FILE_BYTES, nested at most MAX_JSON_DEPTH; a ValueError (``InputRefused``)
+    otherwise, never a RecursionError, nor a wait on a FIFO put in its place."""
+    return loads_json(read_file(file))
 
 
 def save_note(cache_dir: str | None, sha256: str | None, key: str, value: Any) -> None:

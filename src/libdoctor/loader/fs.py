@@ -9,13 +9,14 @@ and with a ``ParsedFiles`` (``environment.parsed``) keeps what it parsed for the
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from libdoctor.elf.dynamic import ElfFormatError, ElfInfo, read_elf
-from libdoctor.elf.rodata import read_library_strings
+from libdoctor.elf.dynamic import ElfFormatError, ElfInfo, parse_elf_at, read_elf
+from libdoctor.elf.rodata import SCAN_LIMIT, library_strings, read_library_strings
 from libdoctor.environment.parsed import ParsedFiles
 from libdoctor.environment.rooted import Rooted
 
@@ -130,7 +131,7 @@ class RealFS:
         if cached is not None:
             return cached
         try:
-            result = Inspection("file", file_id, elf=self._read_elf(path, st))
+            result = Inspection("file", file_id, elf=self._read_elf(path))
         except ElfFormatError as exc:
             result = Inspection("file", file_id, error=str(exc), head=_read_head(path))
         except PermissionError:
@@ -140,17 +141,23 @@ class RealFS:
         self._files[file_id] = result
         return result
 
-    def _read_elf(self, path: str, st: os.stat_result) -> ElfInfo:
-        """read_elf(PATH), or what it returned for the file at ST's identity (opened all the
-        same: one that may not be read is what it is, whatever was parsed)."""
+    def _read_elf(self, path: str) -> ElfInfo:
+        """read_elf(PATH), or what it returned for the file opened now (opened all the same:
+        one that may not be read is what it is, whatever was parsed). Kept and looked up by
+        the identity of the file opened, not by the stat ``_inspect`` took: the path may name
+        another file since (a symlink repointed), whose value must never be kept as the
+        first one's."""
         if self._parsed is None:
             return read_elf(path)
-        known = elf_of(self._parsed.get(path, st))
-        if known is not None:
-            os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
-            return known
-        info = read_elf(path)
-        self._parsed.put(path, st, elf_value(info))
+        fd, opened = _open_regular(path)
+        try:
+            known = elf_of(self._parsed.get(path, opened))
+            if known is not None:
+                return known
+            info = parse_elf_at(functools.partial(_pread, fd), opened.st_size)
+        finally:
+            os.close(fd)
+        self._parsed.put(path, opened, elf_value(info))
         return info
 
     def realpath(self, path: str) -> str:
@@ -162,19 +169,43 @@ class RealFS:
         return self._strings[path]
 
     def _read_strings(self, path: str) -> tuple[str, ...] | None:
+        """read_library_strings(PATH), or what it gave for the file opened now (by that
+        file's identity, as ``_read_elf``)."""
         try:
-            st = os.stat(path) if self._parsed is not None else None
-            if st is not None and self._parsed is not None:
-                known = self._parsed.get(path + _STRINGS, st)
+            if self._parsed is None:
+                return read_library_strings(path)
+            fd, opened = _open_regular(path)
+            try:
+                known = self._parsed.get(path + _STRINGS, opened)
                 if type(known) is tuple and set(map(type, known)) <= {str}:
-                    os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
                     return known
-            found = read_library_strings(path)
+                found = library_strings(functools.partial(_pread, fd), opened.st_size, SCAN_LIMIT)
+            finally:
+                os.close(fd)
         except (ElfFormatError, OSError):
             return None
-        if st is not None and self._parsed is not None and found is not None:
-            self._parsed.put(path + _STRINGS, st, found)
+        if found is not None:
+            self._parsed.put(path + _STRINGS, opened, found)
         return found
+
+
+def _open_regular(path: str) -> tuple[int, os.stat_result]:
+    """PATH opened as ``read_elf`` opens it, and the stat of the file opened; a directory,
+    FIFO or device is ``ElfFormatError("not a regular file")``, as read_elf says."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        opened = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(opened.st_mode):
+        os.close(fd)
+        raise ElfFormatError("not a regular file")
+    return fd, opened
+
+
+def _pread(fd: int, offset: int, size: int) -> bytes:
+    return os.pread(fd, size, offset)
 
 
 class RootedFS(RealFS):

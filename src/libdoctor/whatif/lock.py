@@ -129,9 +129,13 @@ def plan_lock(
 
 
 def _source(wheel: ReadWheel) -> WheelSource:
+    """WHEEL as ``read_linkage`` takes it. A local file's sha256 is only what the lock says
+    (nothing hashes the file), so it keys no cache note: its modules are read from the file
+    each run, and a wheel rebuilt under an old lock is judged by its own bytes."""
     read = wheel.read
+    sha256 = None if read.how == "file" else wheel.sha256
     return WheelSource(
-        read.wheel.key, wheel.filename, wheel.url, wheel.sha256, read.size, read.wheel.members
+        read.wheel.key, wheel.filename, wheel.url, sha256, read.size, read.wheel.members
     )
 
 
