@@ -33,9 +33,6 @@ from libdoctor.bounded import (
     loads_json,
     read_file,
 )
-from libdoctor.disk.stat import RealDisk
-from libdoctor.environment.metadata import parse_wheel_tags
-from libdoctor.environment.model import is_inside
 from libdoctor.environment.paths import display
 from libdoctor.errors import LibdoctorError
 from libdoctor.findings import Finding
@@ -139,6 +136,8 @@ class Snapshot:
 
 def portable(path: str, prefix: str) -> str:
     """PATH relative to PREFIX when inside it, else as it is."""
+    from libdoctor.environment.model import is_inside  # (not on a reused snapshot's path)
+
     if is_inside(path, prefix) and path != prefix:
         return display(os.path.relpath(path, prefix))
     return display(path)
@@ -325,6 +324,8 @@ def _file_rows(
 ) -> tuple[FileRow, ...]:
     """DIST's rows, by path alone (a RECORD may repeat one, with None sizes); DIGESTS: the
     --deep column. One pass, no call a row does not need: a million rows in a big env."""
+    from libdoctor.disk.stat import RealDisk
+
     prefix = env.target.prefix
     scripts = tuple(os.path.join(prefix, d) for d in ("bin", "Scripts"))
     pycache = f"{os.sep}__pycache__{os.sep}"  # is_bytecode(), inlined
@@ -424,6 +425,8 @@ def _direct_url(path: str) -> str | None:
 
 
 def _wheel_tags(path: str) -> tuple[str, ...]:
+    from libdoctor.environment.metadata import parse_wheel_tags
+
     return tuple(
         sorted(set(parse_wheel_tags((_read_small(path) or b"").decode("utf-8", "replace"))))
     )
