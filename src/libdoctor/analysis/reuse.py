@@ -30,6 +30,10 @@ values (strings, numbers, tuples, dicts) and made into ``Finding`` values again 
 every field is checked, never unpickled (a file someone else wrote must not run code). It is
 written 0600. A reused report holds no model
 (``Report.environment`` is None): the HTML report, which draws from it, runs the check.
+
+``reused_snapshot`` keeps a snapshot's document the same way, by the same rules, in a file
+of its own (``result-snapshot``): its encoded bytes, which are all a snapshot's reader needs
+and which its reader checks (a snapshot is untrusted data wherever it comes from).
 """
 
 from __future__ import annotations
