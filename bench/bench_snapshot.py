@@ -5,6 +5,11 @@ Not a test. Paired runs, the order alternating each round; medians reported, wal
 the snapshot's size plain and gzip'd. ``--compare SRC``: the same commands with another
 libdoctor tree's ``src`` first on the path (e.g. the main branch's, exported), in the same
 rounds. Budget (issue 26): snapshot at most 1.2x check, ``-o X.json.gz`` at most 1.4x.
+Each tree gets a cache dir of its own (in a temporary dir, seeded by the warm-up round), so
+that its stored results are its own: ``check`` and ``snapshot`` reuse them while the env is
+unchanged. ``check --no-cache`` is the run that decides everything. Run it from a working
+directory outside the env and the output (``cd /``): a run writing where the next one reads
+would make it decide again.
 
     python -m compileall -q src   # else every run pays to compile libdoctor
     python bench/bench_snapshot.py /path/to/torch-venv [--rounds 15] [--compare OTHER/src]
@@ -55,13 +60,16 @@ def main() -> int:
         for label, env in trees.items():
             plain = os.path.join(work, f"s{len(commands)}.json")
             zipped = plain + ".gz"
-            commands[f"check{label}"] = ([*libdoctor, "check", str(args.env)], env)
-            commands[f"snapshot{label}"] = (
-                [*libdoctor, "snapshot", str(args.env), "-o", plain],
+            cache = ["--cache-dir", os.path.join(work, f"cache{len(commands)}")]
+            target = [str(args.env), *cache]
+            commands[f"check{label}"] = ([*libdoctor, "check", *target], env)
+            commands[f"check --no-cache{label}"] = (
+                [*libdoctor, "check", str(args.env), "--no-cache"],
                 env,
             )
+            commands[f"snapshot{label}"] = ([*libdoctor, "snapshot", *target, "-o", plain], env)
             commands[f"snapshot .gz{label}"] = (
-                [*libdoctor, "snapshot", str(args.env), "-o", zipped],
+                [*libdoctor, "snapshot", *target, "-o", zipped],
                 env,
             )
         for argv, env in commands.values():  # warm the page cache
@@ -74,7 +82,7 @@ def main() -> int:
                 wall, cpu = timed(*commands[name])
                 walls[name].append(wall)
                 cpus[name].append(cpu)
-        outputs = sorted(Path(work).iterdir())
+        outputs = sorted(p for p in Path(work).iterdir() if p.is_file())
         shown = ", ".join(f"{p.name} {p.stat().st_size / 1e6:.2f} MB" for p in outputs)
     print(f"{args.env}: {args.rounds} rounds, medians; load {os.getloadavg()[0]:.2f}")
     print("| command | wall s | vs check | CPU s | vs check |")
@@ -82,7 +90,12 @@ def main() -> int:
     for label in trees:
         check_wall = statistics.median(walls[f"check{label}"])
         check_cpu = statistics.median(cpus[f"check{label}"])
-        for name in (f"check{label}", f"snapshot{label}", f"snapshot .gz{label}"):
+        for name in (
+            f"check{label}",
+            f"check --no-cache{label}",
+            f"snapshot{label}",
+            f"snapshot .gz{label}",
+        ):
             wall, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
             print(
                 f"| {name} | {wall:.3f} | {wall / check_wall:.2f}x | {cpu:.3f} | "

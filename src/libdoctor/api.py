@@ -149,14 +149,21 @@ def snapshot(
     cache_dir: str | None = None,
     node: str | None = None,
     progress: ProgressFactory | None = None,
+    reuse: bool = False,
 ) -> Snapshot:
     """TARGET's distributions, files, libraries and findings as ``libdoctor snapshot``
     records them (``to_document``/``encode`` of ``libdoctor.analysis.snapshot`` give its
     JSON). NODE: the machine's name (default: ``$SLURMD_NODENAME``, else the host name).
     CACHE_DIR: as ``check``'s, where digests (with DEEP) and parsed RECORDs and ELF files
-    are kept between runs; None for no cache."""
-    from libdoctor.analysis.snapshot import node_name, snapshot_target
+    are kept between runs; None for no cache. REUSE (with a CACHE_DIR): as
+    ``encoded_snapshot``'s, read back."""
+    from libdoctor.analysis.snapshot import decode, node_name, snapshot_target
 
+    if reuse and cache_dir is not None:
+        data = encoded_snapshot(
+            target, deep, python=python, cache_dir=cache_dir, node=node, progress=progress
+        )
+        return decode(data, "the stored snapshot")
     found = resolve_target(target, python)
     return snapshot_target(
         found,
@@ -165,4 +172,31 @@ def snapshot(
         cache_dir=cache_dir,
         environ=os.environ,
         progress=progress,
+    )
+
+
+def encoded_snapshot(
+    target: TargetLike = None,
+    deep: bool = False,
+    *,
+    python: str | None = None,
+    cache_dir: str | None = None,
+    node: str | None = None,
+    progress: ProgressFactory | None = None,
+) -> bytes:
+    """``snapshot``'s document as ``libdoctor snapshot`` writes it, plain (``gzipped_document``
+    of ``libdoctor.analysis.snapshot`` gives its ``.gz``). With a CACHE_DIR, the bytes the
+    last such run gave if nothing it read has changed since (``analysis.reuse``): the same
+    bytes a new run would give."""
+    from libdoctor.analysis.snapshot import encoded_snapshot as encoded
+    from libdoctor.analysis.snapshot import node_name
+
+    return encoded(
+        resolve_target(target, python),
+        node=node_name(os.environ) if node is None else node,
+        deep=deep,
+        cache_dir=cache_dir,
+        environ=os.environ,
+        progress=progress,
+        reuse=True,
     )

@@ -10,7 +10,8 @@ before the change stored it; reusing its result if it decides nothing changed) m
 exactly the findings and model of ``check`` without one, the reference; run again at once,
 it must reuse (nothing changed) and still agree. Changes outside the env that the loader
 reads (``LD_LIBRARY_PATH`` set, a library appearing in a directory it names) have their own
-test.
+test. ``snapshot`` reuses the same way: after each change its document is the bytes of a
+snapshot without the cache, and run again at once it is reused.
 
 The default tier trusts a file as soon as it is written (``RACY_NS`` 0), so every change
 lands on a stored entry; each write then gets its own mtime, since a same-size rewrite within
@@ -25,6 +26,7 @@ import itertools
 import marshal
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -35,7 +37,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from libdoctor.analysis.run import Report
-from libdoctor.api import check
+from libdoctor.api import check, encoded_snapshot, snapshot
 from libdoctor.environment import parsed
 from libdoctor.loader.fs import ELF
 from support.cc import compile_lib, require_gcc
@@ -344,6 +346,97 @@ def test_what_the_loader_reads_outside_the_env(
     assert not unresolved(agrees())
     monkeypatch.delenv("LD_LIBRARY_PATH")
     assert unresolved(agrees())
+
+
+def _snapshot(env: Env, cache_dir: Path | None, node: str = "n1") -> bytes:
+    """``libdoctor snapshot``'s bytes: with the cache dir, reused if nothing it read changed."""
+    return encoded_snapshot(
+        env.venv.path, cache_dir=None if cache_dir is None else str(cache_dir), node=node
+    )
+
+
+def _stored_snapshot(env: Env) -> tuple[int, int]:
+    """Which stored snapshot there is: a run that decides (and, trusting, stores) replaces
+    it, one that reuses it leaves it."""
+    (stored,) = (env.cache_dir / "parsed").glob("*.result-snapshot")
+    return stored.stat().st_ino, stored.stat().st_mtime_ns
+
+
+def _requested(env: Env) -> None:
+    (env.site / PURE / "REQUESTED").unlink(missing_ok=True)
+
+
+def _direct_url(env: Env) -> None:
+    _written(env.site / PURE / "direct_url.json", b'{"url": "file:///wheels/ldc_pure.whl"}')
+
+
+def _wheel_tag(env: Env) -> None:
+    wheel = env.site / NATIVE_DIST / "WHEEL"
+    _written(wheel, wheel.read_bytes() + b"Tag: cp39-abi3-linux_x86_64\n")
+
+
+def _pyvenv(env: Env) -> None:
+    """The interpreter's patch version, as the snapshot records it from pyvenv.cfg."""
+    cfg = env.venv.path / "pyvenv.cfg"
+    lines = cfg.read_bytes().splitlines(keepends=True)
+    patched = [
+        b"version = %d.%d.99\n" % sys.version_info[:2] if line.startswith(b"version =") else line
+        for line in lines
+    ]
+    _written(cfg, b"".join(patched))
+
+
+# What the file checks read, and what only a snapshot reads (REQUESTED, direct_url.json,
+# WHEEL's tags, pyvenv.cfg's version).
+SNAPSHOT_CHANGES: tuple[Callable[[Env], None], ...] = (
+    lambda env: _same_size(env, LIB),
+    lambda env: _grow(env, "ldcp/a.py"),
+    lambda env: _untracked(env, LIB),
+    lambda env: _rewrite_row(env, PURE, "ldcp/a.py"),
+    lambda env: _metadata(env, NATIVE_DIST),
+    _requested,
+    _direct_url,
+    _wheel_tag,
+    _pyvenv,
+    lambda env: _restore(env, PURE),
+)
+
+
+def test_a_reused_snapshot_is_the_bytes_of_a_new_one(env: Env, trusting: None) -> None:
+    """After each change the snapshot (reused or not) is byte for byte the one taken
+    without the cache; run again at once it is reused and still the same. Another node's
+    name is another document; check and snapshot keep a stored result each."""
+    cfg = env.venv.path / "pyvenv.cfg"
+    original_cfg = cfg.read_bytes()
+    _snapshot(env, env.cache_dir)
+    try:
+        for step in SNAPSHOT_CHANGES:
+            step(env)
+            plain = _snapshot(env, None)
+            assert _snapshot(env, env.cache_dir) == plain
+            stored = _stored_snapshot(env)
+            assert _snapshot(env, env.cache_dir) == plain
+            assert _stored_snapshot(env) == stored, "an unchanged env decided again"
+        assert (
+            b'"version":"%d.%d.99"' % sys.version_info[:2] in plain and b'"direct_url":{' in plain
+        )
+        assert _snapshot(env, env.cache_dir, node="n2") == _snapshot(env, None, node="n2")
+        assert _snapshot(env, env.cache_dir) == plain  # decided again: n2's replaced it
+        stored = _stored_snapshot(env)
+        _checked(env, env.cache_dir)
+        assert _reused(_checked(env, env.cache_dir))
+        assert _snapshot(env, env.cache_dir) == plain
+        assert _stored_snapshot(env) == stored, "check evicted the stored snapshot"
+        reused = snapshot(env.venv.path, cache_dir=str(env.cache_dir), node="n1", reuse=True)
+        assert reused == snapshot(env.venv.path, node="n1")
+        (file,) = (env.cache_dir / "parsed").glob("*.result-snapshot")
+        file.write_bytes(b"\0" * 64)  # damaged: decided again
+        assert _snapshot(env, env.cache_dir) == plain
+        assert _stored_snapshot(env) != stored
+    finally:
+        (env.site / PURE / "direct_url.json").unlink(missing_ok=True)
+        _written(cfg, original_cfg)
+        _restore(env, PURE)
 
 
 def test_a_damaged_stored_result_is_ignored(env: Env, trusting: None) -> None:

@@ -30,6 +30,10 @@ values (strings, numbers, tuples, dicts) and made into ``Finding`` values again 
 every field is checked, never unpickled (a file someone else wrote must not run code). It is
 written 0600. A reused report holds no model
 (``Report.environment`` is None): the HTML report, which draws from it, runs the check.
+
+``reused_snapshot`` keeps a snapshot's document the same way, by the same rules, in a file
+of its own (``result-snapshot``): its encoded bytes, which are all a snapshot's reader needs
+and which its reader checks (a snapshot is untrusted data wherever it comes from).
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import os
 import sys
 import time
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
@@ -51,7 +55,7 @@ if TYPE_CHECKING:
     from libdoctor.findings import Finding
     from libdoctor.stack.caches import Versions
 
-__all__ = ["run_check"]
+__all__ = ["reused_snapshot", "run_check"]
 
 _VERSION = 1
 _PART = "result"
@@ -235,6 +239,13 @@ def _stored_file(cache_dir: str, prefix: str, options: CheckOptions) -> str:
 def _load(file: str, key: tuple[object, ...]) -> tuple[Any, ...] | None:
     """The stored result for KEY if the file holds one and every path it read still has its
     identity; else None."""
+    result = _held(file, key)
+    return _result_of(result) if type(result) is tuple else None
+
+
+def _held(file: str, key: tuple[object, ...]) -> object:
+    """What the file stores for KEY, as it was stored, if every path it read still has its
+    identity; else None."""
     import marshal
 
     from libdoctor.environment.parsed import read_bounded
@@ -251,7 +262,7 @@ def _load(file: str, key: tuple[object, ...]) -> tuple[Any, ...] | None:
     _, paths, flat, anchors, anchored, result = stored
     if not all(type(v) is tuple for v in (paths, anchors, anchored)):
         return None
-    if type(result) is not tuple or type(flat) is not bytes:
+    if type(flat) is not bytes:
         return None
     if not set(map(type, paths + anchors)) <= {str} or len(anchors) != len(anchored):
         return None
@@ -261,7 +272,7 @@ def _load(file: str, key: tuple[object, ...]) -> tuple[Any, ...] | None:
     identities.frombytes(flat)
     if not _all_hold(paths, identities, anchors, anchored):
         return None
-    return _result_of(result)
+    return result
 
 
 def _storable(reads: set[str], cache_dir: str) -> set[str] | None:
@@ -326,6 +337,38 @@ def run_check(
     return replace(report, findings=report.findings + tuple(caches))
 
 
+def reused_snapshot(
+    target: Target,
+    options: CheckOptions,
+    inputs: tuple[object, ...],
+    take: Callable[[], tuple[bytes, Report]],
+) -> bytes:
+    """A snapshot's document (``analysis.snapshot.encoded_snapshot``): the bytes it was last
+    time if nothing that run read has changed since, else TAKE's (a run of OPTIONS, with a
+    cache dir, on TARGET, and its snapshot's bytes), recorded and stored as check's result
+    is, by the same rules. INPUTS: what beside the files and check's key the document is
+    made from (the node's name, the loader's environment, the libc's version). One file per
+    target and ``--deep`` or not, beside check's: neither evicts the other. The bytes are
+    stored as they are: a snapshot is untrusted data to whoever reads it, and checked there."""
+    from libdoctor.bounded import MAX_FILE_BYTES
+    from libdoctor.environment.parsed import cache_file
+
+    assert options.cache_dir is not None
+    kind = _PART + "-snapshot" + ("-deep" if options.deep else "")
+    file = cache_file(options.cache_dir, target.prefix, kind)
+    key = (*_key(target, options), "snapshot", *inputs)
+    stored = _held(file, key)
+    if type(stored) is bytes and len(stored) <= MAX_FILE_BYTES:
+        return stored
+    started = time.time_ns()
+    seen: dict[str, Identity] = {}
+    with recording(seen) as reads:
+        data, report = take()
+    if not _hashed(report):
+        _store(file, key, data, (reads, seen), options.cache_dir, started)
+    return data
+
+
 def _versions(report: Report) -> Versions | None:
     if report.environment is None:
         return None
@@ -356,11 +399,31 @@ def _save(
 ) -> None:
     """Store REPORT's findings with what they were decided from, unless that may not be
     trusted next time (see the module's doc)."""
+    if _hashed(report):
+        return
+    result = _plain_result(report, versions)
+    if result is not None:
+        _store(file, key, result, recorded, cache_dir, started_ns)
+
+
+def _hashed(report: Report) -> bool:
+    """A ``--deep`` run that hashed anything, or failed to: the next would say otherwise."""
+    hashing = report.hashing
+    return hashing is not None and bool(hashing.get("files_hashed") or hashing.get("errors"))
+
+
+def _store(
+    file: str,
+    key: tuple[object, ...],
+    result: Any,
+    recorded: tuple[set[str], dict[str, Identity]],
+    cache_dir: str,
+    started_ns: int,
+) -> None:
+    """Store RESULT (plain values) with what it was decided from, unless that may not be
+    trusted next time (see the module's doc)."""
     from libdoctor.environment.parsed import RACY_NS, write_atomic
 
-    hashing = report.hashing
-    if hashing is not None and (hashing.get("files_hashed") or hashing.get("errors")):
-        return
     reads, seen = recorded
     read = _storable(reads, cache_dir)
     if read is None:
@@ -374,9 +437,6 @@ def _save(
         return
     import marshal
 
-    result = _plain_result(report, versions)
-    if result is None:
-        return
     try:
         flat = array("q", [n for identity in identities for n in identity]).tobytes()
         stored: Any = (key, tuple(paths), flat, tuple(anchors), anchored)

@@ -33,15 +33,12 @@ from libdoctor.bounded import (
     loads_json,
     read_file,
 )
-from libdoctor.disk.stat import RealDisk
-from libdoctor.environment.metadata import parse_wheel_tags
-from libdoctor.environment.model import is_inside
 from libdoctor.environment.paths import display
 from libdoctor.errors import LibdoctorError
 from libdoctor.findings import Finding
 
 if TYPE_CHECKING:
-    from libdoctor.analysis.run import Report
+    from libdoctor.analysis.run import CheckOptions, Report
     from libdoctor.checks.verdict import Digests
     from libdoctor.disk.hashing import ProgressFactory
     from libdoctor.disk.stat import Disk
@@ -139,6 +136,8 @@ class Snapshot:
 
 def portable(path: str, prefix: str) -> str:
     """PATH relative to PREFIX when inside it, else as it is."""
+    from libdoctor.environment.model import is_inside  # (not on a reused snapshot's path)
+
     if is_inside(path, prefix) and path != prefix:
         return display(os.path.relpath(path, prefix))
     return display(path)
@@ -150,10 +149,7 @@ def machine_facts(python_version: tuple[int, int] | None, prefix: str) -> dict[s
 
     uname = os.uname()
     platform = {"system": uname.sysname, "machine": uname.machine}
-    try:
-        libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
-    except (ValueError, OSError):
-        libc = ""
+    libc = _libc()
     if libc:
         platform["libc"] = libc
         name, _, version = libc.partition(" ")
@@ -176,6 +172,13 @@ def machine_facts(python_version: tuple[int, int] | None, prefix: str) -> dict[s
     return {"interpreter": interpreter, "platform": platform}
 
 
+def _libc() -> str:
+    try:
+        return os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError):
+        return ""
+
+
 def node_name(environ: Mapping[str, str]) -> str:
     """This machine's name: Slurm's name for it when in a Slurm task, else the host name."""
     return environ.get("SLURMD_NODENAME") or os.uname().nodename
@@ -195,8 +198,49 @@ def snapshot_target(
     """Run every check on TARGET (the loader with ENVIRON's LD_LIBRARY_PATH) and keep it as
     a snapshot. FORKED: the loader work in a child (``analysis.overlap``); a caller with
     threads (a Ray worker) runs it all in-process. PROGRESS: told of the bytes --deep hashes."""
+    options, rows = _options(deep, cache_dir, environ, cwd)
+    return _taken(target, options, node, rows, forked, progress)[0]
 
-    from libdoctor.analysis import overlap, run
+
+def encoded_snapshot(
+    target: Target,
+    *,
+    node: str,
+    deep: bool = False,
+    cache_dir: str | None = None,
+    environ: Mapping[str, str],
+    cwd: str | None = None,
+    progress: ProgressFactory | None = None,
+    reuse: bool = False,
+) -> bytes:
+    """``encode(snapshot_target(...))``, the document's plain bytes. REUSE (with a
+    CACHE_DIR): the bytes the last such run gave, if nothing it read has changed since
+    (``analysis.reuse.reused_snapshot``); they are the bytes a run would give."""
+    options, rows = _options(deep, cache_dir, environ, cwd)
+
+    def take() -> tuple[bytes, Report]:
+        snap, report = _taken(target, options, node, rows, True, progress)
+        return encode(snap), report
+
+    if not reuse or cache_dir is None:
+        return take()[0]
+    from libdoctor.analysis.reuse import reused_snapshot
+
+    inputs = (
+        node,
+        tuple(sorted(environ.items())),
+        cwd or os.getcwd(),
+        _libc(),  # machine_facts' "libc", which no file read says
+    )
+    return reused_snapshot(target, options, inputs, take)
+
+
+def _options(
+    deep: bool, cache_dir: str | None, environ: Mapping[str, str], cwd: str | None
+) -> tuple[CheckOptions, dict[str, tuple[FileRow, ...]]]:
+    """A snapshot's check options, and where they put its file rows (made while the forked
+    child is at the loader work)."""
+    from libdoctor.analysis import run
 
     rows: dict[str, tuple[FileRow, ...]] = {}
 
@@ -208,10 +252,23 @@ def snapshot_target(
         cache_dir=cache_dir,
         libraries=functools.partial(run.loader_context, dict(environ), cwd or os.getcwd()),
         facts=True,
-        meanwhile=file_rows,  # while the forked child is at the loader work
+        meanwhile=file_rows,
     )
+    return options, rows
+
+
+def _taken(
+    target: Target,
+    options: CheckOptions,
+    node: str,
+    rows: Mapping[str, tuple[FileRow, ...]],
+    forked: bool,
+    progress: ProgressFactory | None,
+) -> tuple[Snapshot, Report]:
+    from libdoctor.analysis import overlap, run
+
     report = (overlap.run_check if forked else run.run_check)(target, options, progress=progress)
-    return take_snapshot(report, node, deep, rows)
+    return take_snapshot(report, node, options.deep, rows), report
 
 
 def take_snapshot(
@@ -267,6 +324,8 @@ def _file_rows(
 ) -> tuple[FileRow, ...]:
     """DIST's rows, by path alone (a RECORD may repeat one, with None sizes); DIGESTS: the
     --deep column. One pass, no call a row does not need: a million rows in a big env."""
+    from libdoctor.disk.stat import RealDisk
+
     prefix = env.target.prefix
     scripts = tuple(os.path.join(prefix, d) for d in ("bin", "Scripts"))
     pycache = f"{os.sep}__pycache__{os.sep}"  # is_bytecode(), inlined
@@ -366,6 +425,8 @@ def _direct_url(path: str) -> str | None:
 
 
 def _wheel_tags(path: str) -> tuple[str, ...]:
+    from libdoctor.environment.metadata import parse_wheel_tags
+
     return tuple(
         sorted(set(parse_wheel_tags((_read_small(path) or b"").decode("utf-8", "replace"))))
     )
@@ -502,11 +563,22 @@ def encode(snap: Snapshot, *, gzipped: bool = False) -> bytes:
     """The file's bytes: the same snapshot, the same bytes. Gzip at level 1: a torch env's
     1.8 MB in half the time of level 6, for 6% more bytes (0.75 MB, not 0.71)."""
     data = (canonical_json(to_document(snap)) + "\n").encode("utf-8")
-    return gzip.compress(data, compresslevel=1, mtime=0) if gzipped else data
+    return gzipped_document(data) if gzipped else data
+
+
+def gzipped_document(data: bytes) -> bytes:
+    """DATA, a snapshot's plain bytes, as its ``.gz`` file's (``encode``)."""
+    return gzip.compress(data, compresslevel=1, mtime=0)
 
 
 def write_snapshot(snap: Snapshot, path: str) -> None:
-    data = encode(snap, gzipped=path.endswith(".gz"))
+    write_document(encode(snap), path)
+
+
+def write_document(data: bytes, path: str) -> None:
+    """DATA, a snapshot's plain bytes, written to PATH (gzip'd when it ends in ``.gz``)."""
+    if path.endswith(".gz"):
+        data = gzipped_document(data)
     tmp = f"{path}.tmp{os.getpid()}"
     try:
         with open(tmp, "wb") as handle:

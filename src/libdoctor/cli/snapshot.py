@@ -56,11 +56,11 @@ def cache_dir(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from libdoctor.analysis.snapshot import encode, frame, node_name, write_snapshot
-    from libdoctor.api import snapshot
+    from libdoctor.analysis.snapshot import frame, gzipped_document, node_name, write_document
+    from libdoctor.api import encoded_snapshot
 
     node = node_name(os.environ)
-    snap = snapshot(
+    data = encoded_snapshot(
         common.discover_target(args),
         args.deep,
         cache_dir=cache_dir(args),
@@ -68,12 +68,12 @@ def run(args: argparse.Namespace) -> int:
         progress=bar.bytes_factory(args.deep and bar.wanted(args)),
     )
     if args.output:
-        write_snapshot(snap, args.output.replace("{node}", _file_name(node, args.output)))
+        write_document(data, args.output.replace("{node}", _file_name(node, args.output)))
     elif args.framed:
         task = os.environ.get("SLURM_PROCID") or str(os.getpid())
-        write_lines(frame(task, node, encode(snap, gzipped=True)))
+        write_lines(frame(task, node, gzipped_document(data)))
     else:
-        write_bytes(encode(snap))
+        write_bytes(data)
     return common.EXIT_OK
 
 
