@@ -368,6 +368,39 @@ def test_a_damaged_stored_result_is_ignored(env: Env, trusting: None) -> None:
     _same_again(env, plain)
 
 
+def test_a_stored_result_another_user_could_write_is_ignored(env: Env, trusting: None) -> None:
+    """A stored result says "clean" for a broken env: written by the user, it is the
+    user's own cache; owned by another user, or writable by the group or others (a shared
+    ``--cache-dir``), it is never trusted (its findings are a pickle, too)."""
+    import marshal
+    import pickle
+
+    _restore(env, NATIVE_DIST)
+    _delete(env, LIB)
+    try:
+        plain = _checked(env, None)
+        assert plain.findings
+        _checked(env, env.cache_dir)  # stores the broken env's findings
+        stored = next((env.cache_dir / "parsed").glob("*.result"))
+        *kept, result = marshal.loads(stored.read_bytes())
+        forged = marshal.dumps((*kept, pickle.dumps(((), *pickle.loads(result)[1:]))))
+        stored.write_bytes(forged)
+        stored.chmod(0o600)
+        assert _checked(env, env.cache_dir).findings == ()  # the forgery itself holds
+        owners = [(os.geteuid(), 0o660), (os.geteuid(), 0o606)]
+        if os.geteuid() == 0:
+            owners.append((65534, 0o600))  # nobody's
+        for uid, mode in owners:
+            stored.write_bytes(forged)
+            os.chown(stored, uid, -1)
+            stored.chmod(mode)
+            again = _checked(env, env.cache_dir)
+            assert not _reused(again), (uid, oct(mode))
+            _same(again, plain)
+    finally:
+        _restore(env, NATIVE_DIST)
+
+
 def test_a_run_past_the_recording_cap_is_not_stored(
     env: Env, trusting: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

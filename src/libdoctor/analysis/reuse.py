@@ -25,8 +25,9 @@ versions. ``analysis.overlap.run_check`` is the plain path this one is tested ag
 (``tests/property/test_check_cache.py``), finding for finding.
 
 The stored file is untrusted like the parsed-file cache: bounded, marshal'd plain values, its
-key compared whole, every part type-checked; the findings in it are pickled, and it is only
-read from the user's own cache dir, where it is written 0600. A reused report holds no model
+key compared whole, every part type-checked; the findings in it are pickled, and it is read
+only when this user owns it and no one else may write it (``parsed.read_bounded``; it is
+written 0600). A reused report holds no model
 (``Report.environment`` is None): the HTML report, which draws from it, runs the check.
 """
 
