@@ -85,7 +85,14 @@ def test_prefetch_leaves_no_directory_open(tmp_path: Path) -> None:
 def _expected(path: Path) -> FileState:
     st = os.stat(path)
     return FileState(
-        True, S_ISREG(st.st_mode), st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev, None
+        True,
+        S_ISREG(st.st_mode),
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ino,
+        st.st_dev,
+        None,
+        st.st_ctime_ns,
     )
 
 

@@ -401,12 +401,6 @@ def test_a_stored_result_another_user_could_write_is_ignored(env: Env, trusting:
         _restore(env, NATIVE_DIST)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the hash cache keys a digest by (device, inode, size, mtime_ns), without ctime "
-    "(disk.stat.FileState keeps none): a same-size rewrite in place with its mtime put back "
-    "is served the old digest",
-)
 def test_a_deep_check_sees_bytes_rewritten_in_place_with_the_mtime_put_back(
     env: Env, trusting: None
 ) -> None:

@@ -1,7 +1,7 @@
 """File hashing with a persistent cache outside the target.
 
 What the cache does not hold is read by a pool of workers (``disk.hashpool``). The cache is
-keyed by (path, size, mtime_ns, inode): an unchanged environment re-verifies without
+keyed by (path, size, mtime_ns, inode, ctime_ns): an unchanged environment re-verifies without
 reading a byte. It lives in the user's cache dir, never inside the target. Inside a
 ``--root`` each file is opened where the system there would find it (``environment.rooted``).
 """
@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from libdoctor.disk.stat import FileState
 from libdoctor.environment.rooted import Rooted
 
-_CACHE_VERSION = 4  # 4: keyed by file identity, digests spelled as in RECORD
+_CACHE_VERSION = 5  # 4: keyed by file identity, digests spelled as in RECORD; 5: ctime too
 _RACY_NS = 2_000_000_000
 NATIVE_PART = "native"  # the cache's part for shared objects, read by check's forked child
 
@@ -115,14 +115,18 @@ def _save(file: str, prefix: str, payload: Any) -> None:
             os.unlink(tmp)
 
 
-def _identity(st: FileState) -> tuple[int, int, int, int]:
-    """What the hash cache keys a file by: it is the same bytes while these hold."""
-    return (st.device, st.inode, st.size, st.mtime_ns)
+def _identity(st: FileState) -> tuple[int, int, int, int, int]:
+    """What the hash cache keys a file by: it is the same bytes while these hold (ctime
+    too: an edit in place whose mtime was put back, ``cp -p``, still moves it). The racy
+    rule stays on mtime: a ctime cannot be put back, so a file aged by its mtime alone is
+    still cached; what is left open is two same-size edits within one ctime tick with the
+    mtime put back after each."""
+    return (st.device, st.inode, st.size, st.mtime_ns, st.ctime_ns)
 
 
 @dataclass(slots=True)
 class HashCache:
-    """Digests keyed by file identity and version: (device, inode, size, mtime_ns).
+    """Digests keyed by file identity and version: (device, inode, size, mtime_ns, ctime_ns).
 
     An entry counts only while all four still match; the value is the digest spelled as
     RECORD spells it, algorithm included. No path in the key: a hard link is the same
@@ -130,7 +134,7 @@ class HashCache:
     """
 
     file: str | None
-    entries: dict[tuple[int, int, int, int], str] = field(default_factory=dict)
+    entries: dict[tuple[int, int, int, int, int], str] = field(default_factory=dict)
     dirty: bool = False
 
     @classmethod
@@ -274,7 +278,7 @@ def hash_many(
         for job in jobs:
             path, algorithm, st = job
             # HashCache.get and _identity, inlined: one lookup per recorded file (16k here)
-            digest = entries.get((st.device, st.inode, st.size, st.mtime_ns))
+            digest = entries.get((st.device, st.inode, st.size, st.mtime_ns, st.ctime_ns))
             if digest is not None and digest.partition("=")[0] == algorithm:
                 results[(path, algorithm)] = digest
             else:

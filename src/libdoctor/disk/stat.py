@@ -30,16 +30,21 @@ class FileState(NamedTuple):
     inode: int = 0
     device: int = 0
     error: str | None = None  # "no such file", "symlink loop", "permission denied", ...
+    # Moves with every change, even one whose mtime was put back (cp -p, touch -r): what
+    # the hash cache keys a digest by beside the others. 0: not known.
+    ctime_ns: int = 0
 
 
 MISSING = FileState(exists=False, error="no such file")
 
 # How RealDisk packs a regular file's state into one int: the size in the low bits, the
-# inode above it, mtime_ns above both.
+# inode above it, mtime_ns above both, ctime_ns on top.
 _SIZE_BITS = 48
 _SIZE_MASK = (1 << _SIZE_BITS) - 1
 _INODE_MASK = (1 << 64) - 1
 _MTIME_SHIFT = _SIZE_BITS + 64
+_CTIME_SHIFT = _MTIME_SHIFT + 64
+_TIME_MASK = (1 << 64) - 1
 
 
 def _describe(exc: OSError) -> str:
@@ -94,10 +99,11 @@ class RealDisk:
                     True,
                     True,
                     cached & _SIZE_MASK,
-                    cached >> _MTIME_SHIFT,
+                    (cached >> _MTIME_SHIFT) & _TIME_MASK,
                     (cached >> _SIZE_BITS) & _INODE_MASK,
                     self._device,
                     None,
+                    cached >> _CTIME_SHIFT,
                 ),
             )
         try:
@@ -120,7 +126,16 @@ class RealDisk:
             regular = S_ISREG(st.st_mode)
             state = tuple.__new__(  # FileState(...) without the Python-level __new__ frame
                 FileState,
-                (True, regular, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev, None),
+                (
+                    True,
+                    regular,
+                    st.st_size,
+                    st.st_mtime_ns,
+                    st.st_ino,
+                    st.st_dev,
+                    None,
+                    st.st_ctime_ns,
+                ),
             )
             if regular:
                 if self.remember_files:
@@ -143,10 +158,16 @@ class RealDisk:
         is on the device of the others and its fields fit; else as a FileState."""
         if self._device < 0:
             self._device = st.st_dev
-        size, inode, mtime = st.st_size, st.st_ino, st.st_mtime_ns
-        if st.st_dev != self._device or size > _SIZE_MASK or inode > _INODE_MASK or mtime < 0:
-            return FileState(True, True, size, mtime, inode, st.st_dev)
-        return size | inode << _SIZE_BITS | mtime << _MTIME_SHIFT
+        size, inode, mtime, ctime = st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns
+        if (
+            st.st_dev != self._device
+            or size > _SIZE_MASK
+            or inode > _INODE_MASK
+            or not 0 <= mtime <= _TIME_MASK
+            or ctime < 0
+        ):
+            return FileState(True, True, size, mtime, inode, st.st_dev, None, ctime)
+        return size | inode << _SIZE_BITS | mtime << _MTIME_SHIFT | ctime << _CTIME_SHIFT
 
     @property
     def removed(self) -> frozenset[str]:
@@ -181,20 +202,32 @@ class RealDisk:
                     state = self.stat(path)  # the rare failure: let stat() classify it
                 else:
                     size, inode, mtime = st.st_size, st.st_ino, st.st_mtime_ns
+                    ctime = st.st_ctime_ns
                     if (  # _packed(), inlined: the common case
                         st.st_dev == device
                         and S_ISREG(st.st_mode)
                         and size <= _SIZE_MASK
                         and inode <= _INODE_MASK
-                        and mtime >= 0
+                        and 0 <= mtime <= _TIME_MASK
+                        and ctime >= 0
                     ):
-                        cache[path] = size | inode << _SIZE_BITS | mtime << _MTIME_SHIFT
+                        cache[path] = (
+                            size
+                            | inode << _SIZE_BITS
+                            | mtime << _MTIME_SHIFT
+                            | ctime << _CTIME_SHIFT
+                        )
                         if not states:
                             continue
-                        state = new(FileState, (True, True, size, mtime, inode, device, None))
+                        state = new(
+                            FileState, (True, True, size, mtime, inode, device, None, ctime)
+                        )
                     else:
                         regular = S_ISREG(st.st_mode)
-                        state = new(FileState, (True, regular, size, mtime, inode, st.st_dev, None))
+                        state = new(
+                            FileState,
+                            (True, regular, size, mtime, inode, st.st_dev, None, ctime),
+                        )
                         cache[path] = self._packed(st) if regular else state
                         device = self._device
                 if states:
