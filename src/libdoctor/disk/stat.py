@@ -211,12 +211,8 @@ class RealDisk:
                         and 0 <= mtime <= _TIME_MASK
                         and ctime >= 0
                     ):
-                        cache[path] = (
-                            size
-                            | inode << _SIZE_BITS
-                            | mtime << _MTIME_SHIFT
-                            | ctime << _CTIME_SHIFT
-                        )
+                        times = mtime << _MTIME_SHIFT | ctime << _CTIME_SHIFT
+                        cache[path] = size | inode << _SIZE_BITS | times
                         if not states:
                             continue
                         state = new(
