@@ -85,10 +85,12 @@ def _load(cache_dir: str | None, prefix: str, kind: str) -> tuple[str | None, An
         return None, None
     import marshal
 
+    from libdoctor.environment.parsed import read_bounded
+
     file = _cache_file(cache_dir, prefix, kind)
+    raw = read_bounded(file)  # bounded, never a FIFO, only this user's and only its writing
     try:
-        with open(file, "rb") as handle:
-            data = marshal.loads(handle.read())  # load(file) reads piecemeal: 5x slower
+        data = marshal.loads(raw) if raw is not None else None  # load(file): 5x slower
     except Exception:  # our own file, but damaged or foreign: start afresh
         return file, None
     if isinstance(data, tuple) and len(data) == 3 and data[:2] == (_CACHE_VERSION, prefix):
