@@ -6,6 +6,7 @@ import errno
 import glob
 import os
 import pathlib
+import threading
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,34 @@ def test_the_wrappers_are_gone_afterwards() -> None:
     originals = (os.stat, os.lstat, os.listdir, os.scandir, os.open, open)
     with recording.recording():
         assert os.stat is not originals[0]
+    assert (os.stat, os.lstat, os.listdir, os.scandir, os.open, open) == originals
+
+
+def test_a_recording_beside_another_threads_is_never_cut_short(tree: Path) -> None:
+    """Two runs recording at once (``api.check(reuse=True)`` from two threads): the one
+    that ends first must not take the other's wrappers away while it goes on reading. The
+    later one holds every path it read, or UNKNOWN (never stored); the wrappers go with the
+    last."""
+    originals = (os.stat, os.lstat, os.listdir, os.scandir, os.open, open)
+    inside, done = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with recording.recording():
+            inside.set()
+            done.wait(10)
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    try:
+        assert inside.wait(10)
+        with recording.recording() as reads:
+            done.set()
+            thread.join(10)
+            os.stat(tree / "d" / "f")  # after the first run ended
+    finally:
+        done.set()
+        thread.join(10)
+    assert UNKNOWN in reads or str(tree / "d" / "f") in reads
     assert (os.stat, os.lstat, os.listdir, os.scandir, os.open, open) == originals
 
 

@@ -488,6 +488,66 @@ def test_a_stored_result_of_the_wrong_shape_is_ignored(env: Env, trusting: None)
         _same(again, plain)
 
 
+def test_a_stored_result_another_user_could_write_is_ignored(env: Env, trusting: None) -> None:
+    """A stored result says "clean" for a broken env: written by the user, it is the
+    user's own cache; owned by another user, or writable by the group or others (a shared
+    ``--cache-dir``), it is never trusted."""
+
+    _restore(env, NATIVE_DIST)
+    _delete(env, LIB)
+    try:
+        plain = _checked(env, None)
+        assert plain.findings
+        _checked(env, env.cache_dir)  # stores the broken env's findings
+        stored = next((env.cache_dir / "parsed").glob("*.result"))
+        *kept, result = marshal.loads(stored.read_bytes())
+        forged = marshal.dumps((*kept, ((), *result[1:])))
+        stored.write_bytes(forged)
+        stored.chmod(0o600)
+        assert _checked(env, env.cache_dir).findings == ()  # the forgery itself holds
+        owners = [(os.geteuid(), 0o660), (os.geteuid(), 0o606)]
+        if os.geteuid() == 0:
+            owners.append((65534, 0o600))  # nobody's
+        for uid, mode in owners:
+            stored.write_bytes(forged)
+            os.chown(stored, uid, -1)
+            stored.chmod(mode)
+            again = _checked(env, env.cache_dir)
+            assert not _reused(again), (uid, oct(mode))
+            _same(again, plain)
+    finally:
+        _restore(env, NATIVE_DIST)
+
+
+def test_a_deep_check_sees_bytes_rewritten_in_place_with_the_mtime_put_back(
+    env: Env, trusting: None
+) -> None:
+    """``cp -p`` over a file of the same size, or ``touch -r``/``os.utime`` after an edit:
+    size, inode and mtime are as before, only ctime tells. ``--deep`` with its caches
+    (the hash cache, the stored result) must still report the altered file."""
+    _restore(env, PURE)
+    path = env.site / "ldcp/a.py"
+    folder = str(env.cache_dir)
+
+    def deep(cache_dir: str | None) -> Report:
+        report = check(env.venv.path, True, cache_dir=cache_dir, reuse=cache_dir is not None).run
+        assert report is not None
+        return report
+
+    try:
+        before = deep(folder).findings  # the digests cached
+        assert deep(folder).findings == before  # the result stored
+        st = path.stat()
+        with path.open("r+b") as handle:
+            handle.write(b"B")  # "A = 1" -> "B = 1": the same size, in place
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        plain = deep(None)
+        assert plain.findings != before  # altered-files
+        assert deep(folder).findings == plain.findings
+    finally:
+        _restore(env, PURE)
+
+
 def test_a_run_past_the_recording_cap_is_not_stored(
     env: Env, trusting: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -19,6 +19,7 @@ import builtins
 import io
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -46,6 +47,8 @@ _reads: set[str] | None = None  # the paths of the recording under way, if any
 # own stat() of it, for the recording under way that asked for them
 _seen: dict[str, tuple[int, int, int, int, int]] | None = None
 _fds: dict[int, str] = {}  # fds os.open returned while recording: for dir_fd= calls
+_owner: int | None = None  # the thread whose recording is under way
+_lock = threading.Lock()  # held while the wrappers go in or out
 
 
 LINK = "\0"  # a read's mark for a path whose own entry was asked about (lstat, readlink)
@@ -125,13 +128,38 @@ def recording(identities: dict[str, Identity] | None = None) -> Iterator[set[str
     see ``child_reads``): os's file queries and ``open`` are wrapped for the while.
     IDENTITIES, if given, gets what the run's own ``stat`` of a path said, first (saving
     the caller a ``stat`` of its own)."""
-    global _reads, _seen
-    if _reads is not None:  # nested: the outer recording holds it all
-        yield _reads
+    global _reads, _seen, _owner
+    with _lock:
+        outer, mine = _reads, _owner == threading.get_ident()
+        if outer is None:
+            originals = {name: getattr(os, name) for name in _WRAPPED}
+            os_open, builtin_open = os.open, builtins.open
+            reads: set[str] = set()
+            _reads, _seen, _owner = reads, identities, threading.get_ident()
+            _install(originals, os_open, builtin_open)
+    if outer is not None:
+        # nested: the outer recording holds it all. Another thread's recording (two API
+        # calls at once) may end, taking the wrappers with it, while this run reads on:
+        # this one is then never stored.
+        yield outer if mine else {UNKNOWN}
         return
-    originals = {name: getattr(os, name) for name in _WRAPPED}
-    os_open, builtin_open = os.open, builtins.open
+    try:
+        yield reads
+    finally:
+        with _lock:
+            for name, original in originals.items():
+                setattr(os, name, original)
+            os.open = os_open
+            builtins.open = io.open = builtin_open
+            _reads, _seen, _owner = None, None, None
+            _fds.clear()
 
+
+def _install(
+    originals: dict[str, Callable[..., Any]],
+    os_open: Callable[..., int],
+    builtin_open: Callable[..., Any],
+) -> None:
     def opened(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
         _note(path, dir_fd)
         fd = os_open(path, flags, mode, dir_fd=dir_fd)
@@ -145,21 +173,11 @@ def recording(identities: dict[str, Identity] | None = None) -> Iterator[set[str
         _note(file)
         return builtin_open(file, *args, **kwargs)
 
-    _reads, _seen = set(), identities
-    try:
-        for name, original in originals.items():
-            wrapped = _wrap_stat(original) if name == "stat" else None
-            setattr(os, name, wrapped or _wrap_path_call(original, name in ("lstat", "readlink")))
-        os.open = opened
-        builtins.open = io.open = open_file
-        yield _reads
-    finally:
-        for name, original in originals.items():
-            setattr(os, name, original)
-        os.open = os_open
-        builtins.open = io.open = builtin_open
-        _reads, _seen = None, None
-        _fds.clear()
+    for name, original in originals.items():
+        wrapped = _wrap_stat(original) if name == "stat" else None
+        setattr(os, name, wrapped or _wrap_path_call(original, name in ("lstat", "readlink")))
+    os.open = opened
+    builtins.open = io.open = open_file
 
 
 Reads = tuple[frozenset[str], dict[str, "Identity"]]

@@ -27,8 +27,8 @@ versions. ``analysis.overlap.run_check`` is the plain path this one is tested ag
 The stored file is untrusted like the parsed-file cache: bounded, marshal'd plain values, its
 key compared whole, every part type-checked, the findings too: they are stored as plain
 values (strings, numbers, tuples, dicts) and made into ``Finding`` values again only after
-every field is checked, never unpickled (a file someone else wrote must not run code). It is
-written 0600. A reused report holds no model
+every field is checked, never unpickled. It is read only when this user owns it and no one
+else may write it (``parsed.read_bounded``; it is written 0600). A reused report holds no model
 (``Report.environment`` is None): the HTML report, which draws from it, runs the check.
 
 ``reused_snapshot`` keeps a snapshot's document the same way, by the same rules, in a file

@@ -1,8 +1,8 @@
 """File hashing with a persistent cache outside the target.
 
 What the cache does not hold is read by a pool of workers (``disk.hashpool``). The cache is
-keyed by (path, size, mtime_ns, inode, ctime_ns): an unchanged environment re-verifies
-without reading a byte. It lives in the user's cache dir, never inside the target. Inside a
+keyed by (path, size, mtime_ns, inode, ctime_ns): an unchanged environment re-verifies without
+reading a byte. It lives in the user's cache dir, never inside the target. Inside a
 ``--root`` each file is opened where the system there would find it (``environment.rooted``).
 """
 
@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from libdoctor.disk.stat import FileState
 from libdoctor.environment.rooted import Rooted
 
-_CACHE_VERSION = 5  # 4: keyed by file identity, digests spelled as in RECORD; 5: and ctime
+_CACHE_VERSION = 5  # 4: keyed by file identity, digests spelled as in RECORD; 5: ctime too
 _RACY_NS = 2_000_000_000
 NATIVE_PART = "native"  # the cache's part for shared objects, read by check's forked child
 
@@ -85,10 +85,12 @@ def _load(cache_dir: str | None, prefix: str, kind: str) -> tuple[str | None, An
         return None, None
     import marshal
 
+    from libdoctor.environment.parsed import read_bounded
+
     file = _cache_file(cache_dir, prefix, kind)
+    raw = read_bounded(file)  # bounded, never a FIFO, only this user's and only its writing
     try:
-        with open(file, "rb") as handle:
-            data = marshal.loads(handle.read())  # load(file) reads piecemeal: 5x slower
+        data = marshal.loads(raw) if raw is not None else None  # load(file): 5x slower
     except Exception:  # our own file, but damaged or foreign: start afresh
         return file, None
     if isinstance(data, tuple) and len(data) == 3 and data[:2] == (_CACHE_VERSION, prefix):
@@ -116,8 +118,11 @@ def _save(file: str, prefix: str, payload: Any) -> None:
 
 
 def _identity(st: FileState) -> tuple[int, int, int, int, int]:
-    """What the hash cache keys a file by: it is the same bytes while these hold. The
-    ctime too: a rewrite that puts the size and mtime back (``touch -r``) still moves it."""
+    """What the hash cache keys a file by: it is the same bytes while these hold (ctime
+    too: an edit in place whose mtime was put back, ``cp -p``, still moves it). The racy
+    rule stays on mtime: a ctime cannot be put back, so a file aged by its mtime alone is
+    still cached; what is left open is two same-size edits within one ctime tick with the
+    mtime put back after each."""
     return (st.device, st.inode, st.size, st.mtime_ns, st.ctime_ns)
 
 

@@ -15,7 +15,8 @@ compare it with.
 
 The cache file is untrusted input too: bounded (``MAX_CACHE_BYTES``), marshal'd plain values
 whose every field is type-checked where it is turned back into a value (``record_of``); a
-damaged, foreign or outdated file is ignored, never an error. It lives in the user's cache
+damaged, foreign or outdated file is ignored, never an error, and so is one that another
+user owns or could have written (group- or world-writable). It lives in the user's cache
 dir (``$LIBDOCTOR_CACHE_DIR``, ``$XDG_CACHE_HOME/libdoctor``), never inside the target, one
 file per target and part (``parsed/<key>.records``), written atomically.
 """
@@ -70,7 +71,8 @@ def cache_file(cache_dir: str, prefix: str, part: str) -> str:
 
 
 def read_bounded(file: str) -> bytes | None:
-    """FILE's bytes if it is a regular file of at most ``MAX_CACHE_BYTES``, else None."""
+    """FILE's bytes if it is a regular file of at most ``MAX_CACHE_BYTES``, owned by this
+    user and writable by no one else (``write_atomic`` writes 0600), else None."""
     try:
         fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
@@ -81,6 +83,8 @@ def read_bounded(file: str) -> bytes | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CACHE_BYTES:
             return None
+        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            return None  # another user could have written it (a shared --cache-dir)
         chunks = []
         left = st.st_size + 1  # one that grew while read is refused
         while left > 0 and (chunk := os.read(fd, min(left, 1 << 24))):
