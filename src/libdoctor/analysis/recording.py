@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from libdoctor.environment.parsed import Identity, identity
+
 __all__ = [
     "LINK",
     "MAX_PATHS",
@@ -36,8 +38,6 @@ __all__ = [
     "recording",
 ]
 
-Identity = tuple[int, int, int, int, int]  # (size, mtime_ns, inode, ctime_ns, device)
-
 # Past this many paths a recording holds only UNKNOWN (its run is not stored): a reused check
 # of a huge env would cost about what it saves, and the record its memory (~150 B a path).
 MAX_PATHS = 250_000
@@ -45,7 +45,7 @@ MAX_PATHS = 250_000
 _reads: set[str] | None = None  # the paths of the recording under way, if any
 # path -> (size, mtime_ns, inode, ctime_ns, device) or (-errno, 0, 0, 0, 0), from the run's
 # own stat() of it, for the recording under way that asked for them
-_seen: dict[str, tuple[int, int, int, int, int]] | None = None
+_seen: dict[str, Identity] | None = None
 _fds: dict[int, str] = {}  # fds os.open returned while recording: for dir_fd= calls
 _owner: int | None = None  # the thread whose recording is under way
 _lock = threading.Lock()  # held while the wrappers go in or out
@@ -113,7 +113,7 @@ def _wrap_stat(original: Callable[..., Any]) -> Callable[..., Any]:
                 seen[name] = (-(exc.errno or 1), 0, 0, 0, 0)
             raise
         if name is not None and not entry and seen is not None and name not in seen:
-            seen[name] = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_dev)
+            seen[name] = identity(st)
         return st
 
     return stat
@@ -180,7 +180,7 @@ def _install(
     builtins.open = io.open = open_file
 
 
-Reads = tuple[frozenset[str], dict[str, "Identity"]]
+Reads = tuple[frozenset[str], dict[str, Identity]]
 
 
 def child_reads() -> Reads | None:

@@ -46,8 +46,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
-from libdoctor.analysis.recording import LINK, UNKNOWN, Identity, own_modules, recording
+from libdoctor.analysis.recording import LINK, UNKNOWN, own_modules, recording
 from libdoctor.analysis.run import CheckOptions, Report
+from libdoctor.environment.parsed import Identity, identity
 
 if TYPE_CHECKING:
     from libdoctor.disk.hashing import ProgressFactory
@@ -71,7 +72,7 @@ def _identity(path: str) -> Identity:
         return (-(exc.errno or 1), 0, 0, 0, 0)
     except ValueError:  # an embedded NUL
         return (-_EINVAL, 0, 0, 0, 0)
-    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_dev)
+    return identity(st)
 
 
 def _all_hold(
@@ -97,7 +98,7 @@ def _all_hold(
 def _hold(paths: tuple[str, ...], identities: array[int]) -> bool:
     """``map(_identity, PATHS)``, flat, equals IDENTITIES."""
     try:
-        return array("q", [n for identity in _identities(paths) for n in identity]) == identities
+        return array("q", [n for ident in _identities(paths) for n in ident]) == identities
     except OverflowError:
         return False
 
@@ -124,6 +125,7 @@ def _identities(paths: Iterable[str]) -> list[Identity]:
             except (OSError, ValueError):
                 add(_identity(path))  # the rare case: as stat() of the path says
                 continue
+            # identity(st), inlined: one call less for each of a run's paths
             add((st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_dev))
     finally:
         if fd >= 0:
@@ -170,8 +172,8 @@ def _inputs(reads: set[str], seen: dict[str, Identity]) -> tuple[dict[str, Ident
     whole = dict(zip(stated, _identities(stated), strict=True))
     whole.update((p, seen[p]) for p in reads if p in seen)  # what the run's own stat said
     anchors = {path[1:] for path in reads if path.startswith(LINK)}
-    for path, identity in list(whole.items()):
-        if identity[0] < 0:
+    for path, ident in list(whole.items()):
+        if ident[0] < 0:
             head = path.rpartition("/")[0] or "/"
             while head not in whole and (found := _identity(head))[0] < 0 and head != "/":
                 whole[head] = found
@@ -438,7 +440,7 @@ def _store(
     import marshal
 
     try:
-        flat = array("q", [n for identity in identities for n in identity]).tobytes()
+        flat = array("q", [n for ident in identities for n in ident]).tobytes()
         stored: Any = (key, tuple(paths), flat, tuple(anchors), anchored)
         data = marshal.dumps((*stored, result))
     except (ValueError, TypeError, OverflowError):  # a value marshal cannot hold: not stored
