@@ -198,5 +198,4 @@ def encoded_snapshot(
         cache_dir=cache_dir,
         environ=os.environ,
         progress=progress,
-        reuse=True,
     )

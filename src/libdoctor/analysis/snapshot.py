@@ -211,10 +211,9 @@ def encoded_snapshot(
     environ: Mapping[str, str],
     cwd: str | None = None,
     progress: ProgressFactory | None = None,
-    reuse: bool = False,
 ) -> bytes:
-    """``encode(snapshot_target(...))``, the document's plain bytes. REUSE (with a
-    CACHE_DIR): the bytes the last such run gave, if nothing it read has changed since
+    """``encode(snapshot_target(...))``, the document's plain bytes. With a CACHE_DIR: the
+    bytes the last such run gave, if nothing it read has changed since
     (``analysis.reuse.reused_snapshot``); they are the bytes a run would give."""
     options, rows = _options(deep, cache_dir, environ, cwd)
 
@@ -222,7 +221,7 @@ def encoded_snapshot(
         snap, report = _taken(target, options, node, rows, True, progress)
         return encode(snap), report
 
-    if not reuse or cache_dir is None:
+    if cache_dir is None:
         return take()[0]
     from libdoctor.analysis.reuse import reused_snapshot
 
