@@ -9,9 +9,7 @@ writer's input is the model of what is on disk, not how it got there.
 
 from __future__ import annotations
 
-import base64
 import gzip
-import hashlib
 import os
 from pathlib import Path
 
@@ -22,10 +20,7 @@ from libdoctor.analysis import snapshot as snap_module
 from libdoctor.analysis.snapshot import FileRow, decode, encode, snapshot_target, take_snapshot
 from libdoctor.environment.paths import display
 from libdoctor.environment.target import from_directory
-
-
-def _hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+from support.wheels import record_hash
 
 
 def _dist(prefix: Path, name: str, files: dict[str, bytes], extra_rows: list[str]) -> None:
@@ -42,7 +37,7 @@ def _dist(prefix: Path, name: str, files: dict[str, bytes], extra_rows: list[str
         path = site / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-        rows.append(f"{relative},{_hash(data)},{len(data)}")
+        rows.append(f"{relative},{record_hash(data)},{len(data)}")
     rows += extra_rows
     rows.append(f"{info}/RECORD,,")
     (site / info / "RECORD").write_text("\n".join(rows) + "\n")
