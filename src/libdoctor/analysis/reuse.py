@@ -175,11 +175,11 @@ def _inputs(reads: set[str], seen: dict[str, Identity]) -> tuple[dict[str, Ident
     for path, ident in list(whole.items()):
         if ident[0] < 0:
             head = path.rpartition("/")[0] or "/"
-            while head not in whole and (found := _identity(head))[0] < 0 and head != "/":
-                whole[head] = found
+            while head not in whole:
+                whole[head] = found = _identity(head)
+                if found[0] >= 0 or head == "/":
+                    break
                 head = head.rpartition("/")[0] or "/"
-            if head not in whole:
-                whole[head] = _identity(head)
     for path in [*whole, *anchors]:
         head = path.rpartition("/")[0]
         while head and head not in anchors:
