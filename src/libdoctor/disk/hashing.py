@@ -247,12 +247,11 @@ class Unchanged:
             _save(self.file, prefix, (self.fingerprint, self.differing, self.files))
 
 
-def hash_file(path: str, algorithm: str, buffer: bytearray | None = None) -> bytes:
-    """The digest of PATH, read in chunks into BUFFER (see ``hashpool.digest_file``)."""
+def hash_file(path: str, algorithm: str) -> bytes:
+    """The digest of PATH, one file (many: ``hashpool``, which reuses its buffer)."""
     from libdoctor.disk.hashpool import CHUNK, digest_file
 
-    if buffer is None:
-        buffer = bytearray(CHUNK)
+    buffer = bytearray(CHUNK)
     return digest_file(path, algorithm, buffer, memoryview(buffer))
 
 
