@@ -99,22 +99,12 @@ def _load(cache_dir: str | None, prefix: str, kind: str) -> tuple[str | None, An
 
 
 def _save(file: str, prefix: str, payload: Any) -> None:
-    """Write atomically (a temp file renamed), so a concurrent reader sees old or new."""
-    import contextlib
+    """Written atomically, as the parsed-file cache is (``parsed.write_atomic``)."""
     import marshal
-    import tempfile
 
-    directory = os.path.dirname(file)
-    try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".hashes-", suffix=".tmp")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(marshal.dumps((_CACHE_VERSION, prefix, payload)))
-        os.replace(tmp, file)
-    except OSError:
-        # A cache we cannot write only costs time next run.
-        with contextlib.suppress(OSError, UnboundLocalError):
-            os.unlink(tmp)
+    from libdoctor.environment.parsed import write_atomic
+
+    write_atomic(file, marshal.dumps((_CACHE_VERSION, prefix, payload)))
 
 
 def _identity(st: FileState) -> tuple[int, int, int, int, int]:
