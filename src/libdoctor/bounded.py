@@ -70,11 +70,15 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_file(path: str, limit: int = MAX_FILE_BYTES, *, stream_ok: bool = False) -> bytes:
+def read_file(
+    path: str, limit: int = MAX_FILE_BYTES, *, stream_ok: bool = False, own: bool = False
+) -> bytes:
     """PATH's bytes, at most LIMIT of them; symlinks are followed (reading is harmless).
     A device, FIFO or socket is refused (it may never end, or block on open) unless
     STREAM_OK (the command reads stdin, or what the user named as a stream): then it is
-    read up to LIMIT. OSError as ``open`` raises it."""
+    read up to LIMIT. OWN: refused unless this user owns it and no one else may write it
+    (a cache, whose word is taken), and once it grows past its size (someone writes it).
+    OSError as ``open`` raises it."""
     # Not waiting for a FIFO's writer unless a stream is wanted: then as ``cat`` would.
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | (0 if stream_ok else os.O_NONBLOCK))
     try:
@@ -84,6 +88,10 @@ def read_file(path: str, limit: int = MAX_FILE_BYTES, *, stream_ok: bool = False
                 raise InputRefused(f"{_kind(st.st_mode)}, not read (only regular files are)")
         elif st.st_size > limit:
             raise InputRefused(f"{_size(st.st_size)}, over {_size(limit)} ({_name(limit)})")
+        if own:
+            if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+                raise InputRefused("another user could have written it, not read")
+            limit = st.st_size
         return _read_fd(fd, limit, st.st_size)
     finally:
         os.close(fd)

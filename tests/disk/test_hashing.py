@@ -115,20 +115,6 @@ def test_an_unreadable_file_is_none_and_counted(tmp_path: Path) -> None:
     assert stats.errors == 1 and stats.files_hashed == 0
 
 
-def test_bytes_rewritten_in_place_with_the_mtime_put_back_are_read_again(tmp_path: Path) -> None:
-    """``cp -p`` over a file of the same size: device, inode, size and mtime as before;
-    only ctime moved."""
-    a = _aged(tmp_path / "a", b"before")
-    _run(tmp_path / "cache", str(tmp_path), _jobs(a))
-    st = a.stat()
-    with a.open("r+b") as handle:
-        handle.write(b"B")
-    os.utime(a, ns=(st.st_atime_ns, st.st_mtime_ns))
-    digests, stats = _run(tmp_path / "cache", str(tmp_path), _jobs(a))
-    assert stats.files_hashed == 1
-    assert digests[(str(a), "sha256")] == spell_hash("sha256", hashlib.sha256(b"Before").digest())
-
-
 def test_a_cache_file_another_user_could_write_is_ignored(tmp_path: Path) -> None:
     """In a shared ``--cache-dir`` a digest another user wrote could say an altered file
     is intact: a file this user does not own, or that others may write, is not read."""

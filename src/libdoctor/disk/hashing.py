@@ -99,22 +99,12 @@ def _load(cache_dir: str | None, prefix: str, kind: str) -> tuple[str | None, An
 
 
 def _save(file: str, prefix: str, payload: Any) -> None:
-    """Write atomically (a temp file renamed), so a concurrent reader sees old or new."""
-    import contextlib
+    """Written atomically, as the parsed-file cache is (``parsed.write_atomic``)."""
     import marshal
-    import tempfile
 
-    directory = os.path.dirname(file)
-    try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".hashes-", suffix=".tmp")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(marshal.dumps((_CACHE_VERSION, prefix, payload)))
-        os.replace(tmp, file)
-    except OSError:
-        # A cache we cannot write only costs time next run.
-        with contextlib.suppress(OSError, UnboundLocalError):
-            os.unlink(tmp)
+    from libdoctor.environment.parsed import write_atomic
+
+    write_atomic(file, marshal.dumps((_CACHE_VERSION, prefix, payload)))
 
 
 def _identity(st: FileState) -> tuple[int, int, int, int, int]:
@@ -247,12 +237,11 @@ class Unchanged:
             _save(self.file, prefix, (self.fingerprint, self.differing, self.files))
 
 
-def hash_file(path: str, algorithm: str, buffer: bytearray | None = None) -> bytes:
-    """The digest of PATH, read in chunks into BUFFER (see ``hashpool.digest_file``)."""
+def hash_file(path: str, algorithm: str) -> bytes:
+    """The digest of PATH, one file (many: ``hashpool``, which reuses its buffer)."""
     from libdoctor.disk.hashpool import CHUNK, digest_file
 
-    if buffer is None:
-        buffer = bytearray(CHUNK)
+    buffer = bytearray(CHUNK)
     return digest_file(path, algorithm, buffer, memoryview(buffer))
 
 

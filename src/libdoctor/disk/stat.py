@@ -154,8 +154,8 @@ class RealDisk:
         return state.size if state.is_file and not state.error else None
 
     def _packed(self, st: os.stat_result) -> FileState | int:
-        """ST, a regular file's, as one int (size, inode, then mtime_ns above them) when it
-        is on the device of the others and its fields fit; else as a FileState."""
+        """ST, a regular file's, as one int (size, inode, mtime_ns, then ctime_ns above
+        them) when it is on the device of the others and its fields fit; else as a FileState."""
         if self._device < 0:
             self._device = st.st_dev
         size, inode, mtime, ctime = st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns

@@ -73,29 +73,12 @@ def cache_file(cache_dir: str, prefix: str, part: str) -> str:
 def read_bounded(file: str) -> bytes | None:
     """FILE's bytes if it is a regular file of at most ``MAX_CACHE_BYTES``, owned by this
     user and writable by no one else (``write_atomic`` writes 0600), else None."""
-    try:
-        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return None
-    try:
-        import stat
+    from libdoctor.bounded import InputRefused, read_file
 
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CACHE_BYTES:
-            return None
-        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
-            return None  # another user could have written it (a shared --cache-dir)
-        chunks = []
-        left = st.st_size + 1  # one that grew while read is refused
-        while left > 0 and (chunk := os.read(fd, min(left, 1 << 24))):
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-        return data if len(data) <= min(st.st_size, MAX_CACHE_BYTES) else None
-    except OSError:
+    try:
+        return read_file(file, MAX_CACHE_BYTES, own=True)
+    except (OSError, InputRefused):
         return None
-    finally:
-        os.close(fd)
 
 
 @dataclass(slots=True)
