@@ -53,6 +53,7 @@ from libdoctor import __version__
 from libdoctor.bounded import loads_json, read_file
 from libdoctor.environment.connections import POOL, Pool, Route
 from libdoctor.environment.distributions import canonicalize_name
+from libdoctor.environment.member import MemberError, member_data
 from libdoctor.environment.record import RecordEntry
 from libdoctor.environment.wheel import (
     WheelFile,
@@ -771,18 +772,14 @@ class RemoteMembers:
 
     def fetch(self, info: zipfile.ZipInfo) -> Callable[[int, int], bytes]:
         """Bytes START..END of INFO's compressed data (past its local header)."""
-        self._file.seek(info.header_offset)
-        header = self._file.read(30)
-        if len(header) != 30 or header[:4] != b"PK\x03\x04":
-            raise self._conn.fail(f"{info.filename}: no local header at {info.header_offset}")
-        data = info.header_offset + 30 + int.from_bytes(header[26:28], "little")
-        data += int.from_bytes(header[28:30], "little")
+        try:
+            return member_data(self._read, info)
+        except MemberError as exc:
+            raise self._conn.fail(f"{info.filename}: {exc}") from None
 
-        def fetch(start: int, end: int) -> bytes:
-            self._file.seek(data + start)
-            return self._file.read(end - start)
-
-        return fetch
+    def _read(self, start: int, end: int) -> bytes:
+        self._file.seek(start)
+        return self._file.read(end - start)
 
     def close(self) -> None:
         self._archive.close()

@@ -35,7 +35,7 @@ from typing import Any, BinaryIO
 
 from libdoctor.checks.linkage import LockedExtension, UnreadExtension
 from libdoctor.elf.dynamic import ElfFormatError, parse_elf_at
-from libdoctor.environment.member import MemberError, MemberView
+from libdoctor.environment.member import MemberError, MemberView, member_data
 from libdoctor.environment.model import Environment
 from libdoctor.environment.policy import system_libraries
 from libdoctor.environment.record import RecordEntry
@@ -225,25 +225,15 @@ def _read_local(wheel: WheelSource, entries: Sequence[RecordEntry]) -> dict[str,
     path = url2pathname(urlsplit(wheel.url).path) if "://" in wheel.url else wheel.url
     try:
         with open(path, "rb") as handle, zipfile.ZipFile(handle) as archive:
-            fetch = functools.partial(_local_fetch, handle)
+            fetch = functools.partial(member_data, functools.partial(_local_read, handle))
             return {e.path: _parse(archive.NameToInfo.get(e.path), fetch) for e in entries}
     except (OSError, zipfile.BadZipFile) as exc:
         return {e.path: {"why": f"the wheel cannot be read ({exc})"} for e in entries}
 
 
-def _local_fetch(handle: BinaryIO, info: zipfile.ZipInfo) -> Callable[[int, int], bytes]:
-    handle.seek(info.header_offset)
-    header = handle.read(30)
-    if len(header) != 30 or header[:4] != b"PK\x03\x04":
-        raise MemberError(f"no local header at {info.header_offset}")
-    data = info.header_offset + 30 + int.from_bytes(header[26:28], "little")
-    data += int.from_bytes(header[28:30], "little")
-
-    def fetch(start: int, end: int) -> bytes:
-        handle.seek(data + start)
-        return handle.read(end - start)
-
-    return fetch
+def _local_read(handle: BinaryIO, start: int, end: int) -> bytes:
+    handle.seek(start)
+    return handle.read(end - start)
 
 
 def _parse(
