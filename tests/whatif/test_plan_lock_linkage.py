@@ -26,7 +26,7 @@ import pytest
 from support.cc import compile_lib
 from support.httpindex import serve
 from support.lockindex import ServedWheels as Index
-from support.uvprojects import uv, uv_env
+from support.uvprojects import lock_project
 from support.venvs import LibdoctorRun, run_libdoctor_inprocess
 from support.wheels import build_wheel
 
@@ -138,14 +138,12 @@ def test_pylock_a_library_no_wheel_ships_once_then_warm(index: Index, tmp_path: 
 
 
 def test_uv_lock_made_by_real_uv(index: Index) -> None:
-    project = index.root / "uvproject"
-    project.mkdir()
-    (project / "pyproject.toml").write_text(
+    pyproject = (
         '[project]\nname = "app"\nversion = "0.1.0"\nrequires-python = ">=3.10"\n'
         'dependencies = ["missing==1.0", "user==1.0"]\n[tool.uv]\npackage = false\n'
     )
-    uv(["lock", "--default-index", index.simple], project, uv_env(index.root / "uv-cache"))
-    run, doc = plan(index, project / "uv.lock", index.root / "uv-plan-cache")
+    lock = lock_project(index.root / "uvproject", pyproject, index.simple, index.root / "uv-cache")
+    run, doc = plan(index, lock, index.root / "uv-plan-cache")
     assert run.rc == 1, run.stderr
     the_missing_library(doc)
     assert [f["code"] for f in doc["findings"]] == ["lock-unresolved-library"]
