@@ -61,6 +61,7 @@ class WheelSource:
     sha256: str | None
     size: int  # the wheel's bytes
     members: tuple[RecordEntry, ...]  # its RECORD
+    local: bool  # URL is a local file's path (a lock's path or file: URL, made a path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,8 +205,8 @@ def _read_members(
 ) -> tuple[dict[str, Any], int, int]:
     """Each entry's dynamic section as a cache note, or why it could not be read; and the
     network's bytes and requests."""
-    if "://" not in wheel.url or wheel.url.startswith("file:"):
-        return _read_local(wheel, entries), 0, 0
+    if wheel.local:
+        return _read_local(wheel.url, entries), 0, 0
     remote = RemoteMembers(wheel.url, credentials)
     try:
         infos = [(e, remote.info(e.path)) for e in entries]
@@ -218,11 +219,7 @@ def _read_members(
         remote.close()
 
 
-def _read_local(wheel: WheelSource, entries: Sequence[RecordEntry]) -> dict[str, Any]:
-    from urllib.parse import urlsplit
-    from urllib.request import url2pathname
-
-    path = url2pathname(urlsplit(wheel.url).path) if "://" in wheel.url else wheel.url
+def _read_local(path: str, entries: Sequence[RecordEntry]) -> dict[str, Any]:
     try:
         with open(path, "rb") as handle, zipfile.ZipFile(handle) as archive:
             fetch = functools.partial(member_data, functools.partial(_local_read, handle))
