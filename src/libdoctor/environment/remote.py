@@ -54,6 +54,7 @@ from libdoctor.bounded import loads_json, read_file
 from libdoctor.environment.connections import POOL, Pool, Route
 from libdoctor.environment.distributions import canonicalize_name
 from libdoctor.environment.member import MemberError, member_data
+from libdoctor.environment.parsed import write_atomic
 from libdoctor.environment.record import RecordEntry
 from libdoctor.environment.wheel import (
     WheelFile,
@@ -830,14 +831,7 @@ def _save(
     if members:
         doc["extra"] = {m: base64.b64encode(d).decode("ascii") for m, d in read.extra}
         doc["absent"] = [m for m in members if read.member(m) is None]
-    try:
-        os.makedirs(os.path.dirname(file), exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=os.path.dirname(file), suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(json.dumps(doc, separators=(",", ":")))  # one C-encoded write
-        os.replace(temp, file)
-    except OSError:
-        pass
+    write_atomic(file, json.dumps(doc, separators=(",", ":")).encode())  # one C-encoded write
 
 
 def _note_file(cache_dir: str | None, sha256: str | None, key: str) -> str | None:
@@ -874,13 +868,10 @@ def save_note(cache_dir: str | None, sha256: str | None, key: str, value: Any) -
     if file is None:
         return
     try:
-        os.makedirs(os.path.dirname(file), exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=os.path.dirname(file), suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump({"format": _FORMAT, "note": value}, out, separators=(",", ":"))
-        os.replace(temp, file)
-    except (OSError, ValueError, TypeError):
-        pass
+        data = json.dumps({"format": _FORMAT, "note": value}, separators=(",", ":")).encode()
+    except (ValueError, TypeError):
+        return
+    write_atomic(file, data)
 
 
 def _wheel_json(wheel: WheelFile) -> dict[str, Any]:
