@@ -4,7 +4,8 @@ no build backend has to come from an index.
 
 ``write_package(dir, name, version)`` writes a buildable package (``pyproject.toml`` with
 ``backend-path = ["."]``, ``_backend.py``, ``NAME/__init__.py``); ``git_repo(dir)`` commits
-it and returns the commit; ``uv(...)`` runs the real uv with the test's cache and no config.
+it and returns the commit; ``uv(...)`` runs the real uv with the test's cache and no config;
+``lock_project(dir, pyproject, index, cache)`` is a project's uv.lock against an index.
 """
 
 from __future__ import annotations
@@ -119,3 +120,12 @@ def uv(args: Sequence[str | Path], cwd: Path, env: Mapping[str, str]) -> str:
     if proc.returncode != 0:
         raise AssertionError(f"uv {' '.join(map(str, args))}: {proc.stdout}\n{proc.stderr}")
     return proc.stdout + proc.stderr
+
+
+def lock_project(project: Path, pyproject: str, index: str, cache: Path) -> Path:
+    """PROJECT/uv.lock: PYPROJECT (the text of its pyproject.toml) locked by the real uv
+    against INDEX (a PEP 503 URL), with uv's cache in CACHE."""
+    project.mkdir()
+    (project / "pyproject.toml").write_text(pyproject)
+    uv(["lock", "--default-index", index], project, uv_env(cache))
+    return project / "uv.lock"

@@ -23,7 +23,7 @@ from libdoctor.environment.tags import planned
 from libdoctor.whatif.lock import LockPlan, LockPlanOptions, plan_lock
 from support.httpindex import FileServer, serve
 from support.lockindex import ServedWheels
-from support.uvprojects import uv, uv_env
+from support.uvprojects import lock_project
 from support.venvs import LibdoctorRun, run_libdoctor_inprocess
 from support.wheels import build_wheel
 
@@ -79,16 +79,12 @@ def requirements(names: list[str], directory: Path) -> Path:
 @pytest.fixture(scope="module")
 def uv_lock(index: Index) -> Path:
     """The seed's project locked by real uv against the index."""
-    project = index.root / "uvproject"
-    project.mkdir()
-    (project / "pyproject.toml").write_text(
+    pyproject = (
         '[project]\nname = "seed"\nversion = "0.1.0"\nrequires-python = ">=3.10"\n'
         'dependencies = ["torch==2.9.1", "nvidia-cudnn-cu13==9.2.0"]\n'
         "[tool.uv]\npackage = false\n"
     )
-    env = uv_env(index.root / "uv-cache")
-    uv(["lock", "--default-index", index.simple], project, env)
-    return project / "uv.lock"
+    return lock_project(index.root / "uvproject", pyproject, index.simple, index.root / "uv-cache")
 
 
 def plan(index: Index, lock: Path, *more: str) -> tuple[LibdoctorRun, Any]:

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from support.httpindex import FileServer, serve
-from support.uvprojects import uv, uv_env
+from support.uvprojects import lock_project
 from support.venvs import LibdoctorRun, run_libdoctor_inprocess
 from support.wheels import build_wheel
 
@@ -85,16 +85,13 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
 
 @pytest.fixture(scope="module")
 def uv_lock(index: Index) -> Path:
-    project = index.root / "project"
-    project.mkdir()
-    (project / "pyproject.toml").write_text(
+    pyproject = (
         '[project]\nname = "seed"\nversion = "0.1.0"\nrequires-python = ">=3.10"\n'
         'dependencies = ["alpha[x]==1.0"]\n'
         '[project.optional-dependencies]\nfull = ["alpha[y]==1.0"]\n'
         "[tool.uv]\npackage = false\n"
     )
-    uv(["lock", "--default-index", index.simple], project, uv_env(index.root / "uv-cache"))
-    return project / "uv.lock"
+    return lock_project(index.root / "project", pyproject, index.simple, index.root / "uv-cache")
 
 
 def without(lock: Path, name: str, directory: Path) -> Path:
@@ -235,21 +232,19 @@ def test_a_frameworks_build_from_its_local_version_label(index: Index, tmp_path:
 def test_uv_lock_default_groups_are_planned(index: Index) -> None:
     """A CUDA 13 wheel only in the project's dev group: planned (uv's default groups), and
     not with ``--no-dev``."""
-    project = index.root / "groups"
-    project.mkdir()
-    (project / "pyproject.toml").write_text(
+    pyproject = (
         '[project]\nname = "seed"\nversion = "0.1.0"\nrequires-python = ">=3.10"\n'
         'dependencies = ["nvidia-curand-cu12==1.0"]\n'
         '[dependency-groups]\ndev = ["nvidia-cufft-cu13==1.0"]\n[tool.uv]\npackage = false\n'
     )
-    uv(["lock", "--default-index", index.simple], project, uv_env(index.root / "uv-cache"))
-    run, doc = plan(index, project / "uv.lock")
+    lock = lock_project(index.root / "groups", pyproject, index.simple, index.root / "uv-cache")
+    run, doc = plan(index, lock)
     assert run.rc == 1
     assert [f["code"] for f in doc["findings"] if f["severity"] == "warning"] == [
         "lock-cuda-mixed-major"
     ]
     assert doc["lock"]["synced_with"] == "extras none; groups dev"
-    run, doc = plan(index, project / "uv.lock", "--no-dev")
+    run, doc = plan(index, lock, "--no-dev")
     assert (run.rc, doc["findings"]) == (0, []), run.stdout
 
 

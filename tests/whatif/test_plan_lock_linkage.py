@@ -26,7 +26,7 @@ import pytest
 from support.cc import compile_lib
 from support.httpindex import serve
 from support.lockindex import ServedWheels as Index
-from support.uvprojects import uv, uv_env
+from support.uvprojects import lock_project
 from support.venvs import LibdoctorRun, run_libdoctor_inprocess
 from support.wheels import build_wheel
 
@@ -138,14 +138,12 @@ def test_pylock_a_library_no_wheel_ships_once_then_warm(index: Index, tmp_path: 
 
 
 def test_uv_lock_made_by_real_uv(index: Index) -> None:
-    project = index.root / "uvproject"
-    project.mkdir()
-    (project / "pyproject.toml").write_text(
+    pyproject = (
         '[project]\nname = "app"\nversion = "0.1.0"\nrequires-python = ">=3.10"\n'
         'dependencies = ["missing==1.0", "user==1.0"]\n[tool.uv]\npackage = false\n'
     )
-    uv(["lock", "--default-index", index.simple], project, uv_env(index.root / "uv-cache"))
-    run, doc = plan(index, project / "uv.lock", index.root / "uv-plan-cache")
+    lock = lock_project(index.root / "uvproject", pyproject, index.simple, index.root / "uv-cache")
+    run, doc = plan(index, lock, index.root / "uv-plan-cache")
     assert run.rc == 1, run.stderr
     the_missing_library(doc)
     assert [f["code"] for f in doc["findings"]] == ["lock-unresolved-library"]
@@ -212,15 +210,20 @@ def test_a_musllinux_module_needing_musls_libc_by_alpines_name_is_clean(
     assert doc["lock"]["extensions"]["read"] == 1
 
 
-def test_a_wheel_beside_the_lock_is_read_from_its_file(index: Index, tmp_path: Path) -> None:
+def beside(index: Index, directory: Path) -> Path:
+    """DIRECTORY/pylock.toml locking ``missing`` by a path: its served wheel copied beside."""
     wheel = index.wheels["missing"]
-    (tmp_path / wheel.name).write_bytes(wheel.read_bytes())
-    (tmp_path / "pylock.toml").write_text(
+    (directory / wheel.name).write_bytes(wheel.read_bytes())
+    (directory / "pylock.toml").write_text(
         'lock-version = "1.0"\ncreated-by = "test"\n[[packages]]\nname = "missing"\n'
         f'version = "1.0"\nwheels = [{{ path = "{wheel.name}", '
         f'hashes = {{ sha256 = "{index.sha256("missing")}" }} }}]\n'
     )
-    run, doc = plan(index, tmp_path / "pylock.toml", tmp_path / "cache")
+    return directory / "pylock.toml"
+
+
+def test_a_wheel_beside_the_lock_is_read_from_its_file(index: Index, tmp_path: Path) -> None:
+    run, doc = plan(index, beside(index, tmp_path), tmp_path / "cache")
     assert run.rc == 1, run.stderr
     the_missing_library(doc)
     assert doc["lock"]["extensions"]["requests"] == 0
@@ -233,13 +236,7 @@ def test_a_wheel_beside_the_lock_rebuilt_is_read_again(index: Index, tmp_path: P
     wheel = index.wheels["missing"]
     here = tmp_path / "project"
     here.mkdir()
-    (here / wheel.name).write_bytes(wheel.read_bytes())
-    (here / "pylock.toml").write_text(
-        'lock-version = "1.0"\ncreated-by = "test"\n[[packages]]\nname = "missing"\n'
-        f'version = "1.0"\nwheels = [{{ path = "{wheel.name}", '
-        f'hashes = {{ sha256 = "{index.sha256("missing")}" }} }}]\n'
-    )
-    run, doc = plan(index, here / "pylock.toml", tmp_path / "cache")
+    run, doc = plan(index, beside(index, here), tmp_path / "cache")
     the_missing_library(doc)
     clean = _so(tmp_path / "build", "core.so", needed=["libc.so.6"], rpath="$ORIGIN")
     rebuilt = build_wheel(tmp_path / "rebuilt", "missing", "1.0",

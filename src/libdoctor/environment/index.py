@@ -16,7 +16,6 @@ import hashlib
 import html.parser
 import json
 import os
-import tempfile
 import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from http.client import HTTPException
 
 from libdoctor.bounded import loads_json, read_file
 from libdoctor.environment.distributions import canonicalize_name
+from libdoctor.environment.parsed import write_atomic
 from libdoctor.environment.remote import Http
 from libdoctor.errors import LibdoctorError
 
@@ -215,11 +215,4 @@ def release_files(
 
 def _keep(path: str, rows: list[list[str | None]]) -> None:
     """Best effort, as the wheel-index cache: a failed write costs a request next time."""
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(json.dumps(rows))  # one C-encoded write (json.dump: a write per token)
-        os.replace(temp, path)
-    except OSError:
-        pass
+    write_atomic(path, json.dumps(rows).encode())  # one C-encoded write, not one per token

@@ -13,10 +13,11 @@ data, after the local header); where they come from (range requests, a file) is 
 
 from __future__ import annotations
 
+import zipfile
 import zlib
 from collections.abc import Callable
 
-__all__ = ["Fetch", "MemberError", "MemberView"]
+__all__ = ["Fetch", "MemberError", "MemberView", "member_data"]
 
 Fetch = Callable[[int, int], bytes]
 
@@ -28,6 +29,18 @@ PIECE = 64 * 1024  # the least fetched at once after that
 
 class MemberError(ValueError):
     """The member cannot be read as far as asked: over the budget, corrupt, or cut short."""
+
+
+def member_data(read: Fetch, info: zipfile.ZipInfo) -> Fetch:
+    """The FETCH of INFO's compressed data, given READ of the whole zip's bytes START..END:
+    its data starts past its local header, whose name and extra field are measured there
+    (the central directory's extra field may differ)."""
+    header = read(info.header_offset, info.header_offset + 30)
+    if len(header) != 30 or header[:4] != b"PK\x03\x04":
+        raise MemberError(f"no local header at {info.header_offset}")
+    data = info.header_offset + 30 + int.from_bytes(header[26:28], "little")
+    data += int.from_bytes(header[28:30], "little")
+    return lambda start, end: read(data + start, data + end)
 
 
 class MemberView:

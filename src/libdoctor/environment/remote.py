@@ -53,6 +53,8 @@ from libdoctor import __version__
 from libdoctor.bounded import loads_json, read_file
 from libdoctor.environment.connections import POOL, Pool, Route
 from libdoctor.environment.distributions import canonicalize_name
+from libdoctor.environment.member import MemberError, member_data
+from libdoctor.environment.parsed import write_atomic
 from libdoctor.environment.record import RecordEntry
 from libdoctor.environment.wheel import (
     WheelFile,
@@ -771,18 +773,14 @@ class RemoteMembers:
 
     def fetch(self, info: zipfile.ZipInfo) -> Callable[[int, int], bytes]:
         """Bytes START..END of INFO's compressed data (past its local header)."""
-        self._file.seek(info.header_offset)
-        header = self._file.read(30)
-        if len(header) != 30 or header[:4] != b"PK\x03\x04":
-            raise self._conn.fail(f"{info.filename}: no local header at {info.header_offset}")
-        data = info.header_offset + 30 + int.from_bytes(header[26:28], "little")
-        data += int.from_bytes(header[28:30], "little")
+        try:
+            return member_data(self._read, info)
+        except MemberError as exc:
+            raise self._conn.fail(f"{info.filename}: {exc}") from None
 
-        def fetch(start: int, end: int) -> bytes:
-            self._file.seek(data + start)
-            return self._file.read(end - start)
-
-        return fetch
+    def _read(self, start: int, end: int) -> bytes:
+        self._file.seek(start)
+        return self._file.read(end - start)
 
     def close(self) -> None:
         self._archive.close()
@@ -833,14 +831,7 @@ def _save(
     if members:
         doc["extra"] = {m: base64.b64encode(d).decode("ascii") for m, d in read.extra}
         doc["absent"] = [m for m in members if read.member(m) is None]
-    try:
-        os.makedirs(os.path.dirname(file), exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=os.path.dirname(file), suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(json.dumps(doc, separators=(",", ":")))  # one C-encoded write
-        os.replace(temp, file)
-    except OSError:
-        pass
+    write_atomic(file, json.dumps(doc, separators=(",", ":")).encode())  # one C-encoded write
 
 
 def _note_file(cache_dir: str | None, sha256: str | None, key: str) -> str | None:
@@ -877,13 +868,10 @@ def save_note(cache_dir: str | None, sha256: str | None, key: str, value: Any) -
     if file is None:
         return
     try:
-        os.makedirs(os.path.dirname(file), exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=os.path.dirname(file), suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump({"format": _FORMAT, "note": value}, out, separators=(",", ":"))
-        os.replace(temp, file)
-    except (OSError, ValueError, TypeError):
-        pass
+        data = json.dumps({"format": _FORMAT, "note": value}, separators=(",", ":")).encode()
+    except (ValueError, TypeError):
+        return
+    write_atomic(file, data)
 
 
 def _wheel_json(wheel: WheelFile) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from typing import Any, BinaryIO
 
 from libdoctor.checks.linkage import LockedExtension, UnreadExtension
 from libdoctor.elf.dynamic import ElfFormatError, parse_elf_at
-from libdoctor.environment.member import MemberError, MemberView
+from libdoctor.environment.member import MemberError, MemberView, member_data
 from libdoctor.environment.model import Environment
 from libdoctor.environment.policy import system_libraries
 from libdoctor.environment.record import RecordEntry
@@ -61,6 +61,7 @@ class WheelSource:
     sha256: str | None
     size: int  # the wheel's bytes
     members: tuple[RecordEntry, ...]  # its RECORD
+    local: bool  # URL is a local file's path (a lock's path or file: URL, made a path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,8 +205,8 @@ def _read_members(
 ) -> tuple[dict[str, Any], int, int]:
     """Each entry's dynamic section as a cache note, or why it could not be read; and the
     network's bytes and requests."""
-    if "://" not in wheel.url or wheel.url.startswith("file:"):
-        return _read_local(wheel, entries), 0, 0
+    if wheel.local:
+        return _read_local(wheel.url, entries), 0, 0
     remote = RemoteMembers(wheel.url, credentials)
     try:
         infos = [(e, remote.info(e.path)) for e in entries]
@@ -218,32 +219,18 @@ def _read_members(
         remote.close()
 
 
-def _read_local(wheel: WheelSource, entries: Sequence[RecordEntry]) -> dict[str, Any]:
-    from urllib.parse import urlsplit
-    from urllib.request import url2pathname
-
-    path = url2pathname(urlsplit(wheel.url).path) if "://" in wheel.url else wheel.url
+def _read_local(path: str, entries: Sequence[RecordEntry]) -> dict[str, Any]:
     try:
         with open(path, "rb") as handle, zipfile.ZipFile(handle) as archive:
-            fetch = functools.partial(_local_fetch, handle)
+            fetch = functools.partial(member_data, functools.partial(_local_read, handle))
             return {e.path: _parse(archive.NameToInfo.get(e.path), fetch) for e in entries}
     except (OSError, zipfile.BadZipFile) as exc:
         return {e.path: {"why": f"the wheel cannot be read ({exc})"} for e in entries}
 
 
-def _local_fetch(handle: BinaryIO, info: zipfile.ZipInfo) -> Callable[[int, int], bytes]:
-    handle.seek(info.header_offset)
-    header = handle.read(30)
-    if len(header) != 30 or header[:4] != b"PK\x03\x04":
-        raise MemberError(f"no local header at {info.header_offset}")
-    data = info.header_offset + 30 + int.from_bytes(header[26:28], "little")
-    data += int.from_bytes(header[28:30], "little")
-
-    def fetch(start: int, end: int) -> bytes:
-        handle.seek(data + start)
-        return handle.read(end - start)
-
-    return fetch
+def _local_read(handle: BinaryIO, start: int, end: int) -> bytes:
+    handle.seek(start)
+    return handle.read(end - start)
 
 
 def _parse(

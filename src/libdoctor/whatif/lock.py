@@ -133,10 +133,11 @@ def _source(wheel: ReadWheel) -> WheelSource:
     (nothing hashes the file), so it keys no cache note: its modules are read from the file
     each run, and a wheel rebuilt under an old lock is judged by its own bytes."""
     read = wheel.read
-    sha256 = None if read.how == "file" else wheel.sha256
+    local = read.how == "file"
     return WheelSource(
-        read.wheel.key, wheel.filename, wheel.url, sha256, read.size, read.wheel.members
-    )
+        read.wheel.key, wheel.filename, wheel.url, None if local else wheel.sha256, read.size,
+        read.wheel.members, local,
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- choosing
