@@ -127,7 +127,7 @@ def imports() -> tuple[Import, ...]:
 def _stage(module: str) -> int:
     parts = module.split(".")
     top = parts[1] if len(parts) > 1 else "libdoctor"
-    if top in ("errors", "findings", "bounded"):
+    if top in ("errors", "findings", "bounded", "version"):
         top = "libdoctor"
     return STAGES.index(top)
 
@@ -157,7 +157,7 @@ def test_importing_the_package_loads_nothing_else() -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
-    assert out.strip() == "['libdoctor']"
+    assert out.strip() == "['libdoctor', 'libdoctor.version']"
 
 
 def test_no_import_circles() -> None:

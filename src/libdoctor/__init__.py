@@ -7,9 +7,9 @@ analysis stack is imported by the first call, never by the import.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # as typing's, without importing typing (~3 ms) at every start
+from libdoctor.version import __version__
 
-__version__ = "0.1.0"
+TYPE_CHECKING = False  # as typing's, without importing typing (~3 ms) at every start
 
 __all__ = [
     "Finding",

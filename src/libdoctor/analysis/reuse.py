@@ -192,7 +192,7 @@ def _key(target: Target, options: CheckOptions) -> tuple[object, ...]:
     """Everything beside the files that a check's findings depend on, as plain values."""
     import pickle
 
-    from libdoctor import __version__
+    from libdoctor.version import __version__
 
     return (
         _VERSION,

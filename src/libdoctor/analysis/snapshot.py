@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from libdoctor import __version__
 from libdoctor.bounded import (
     MAX_FILE_BYTES,
     MAX_SMALL_FILE_BYTES,
@@ -36,6 +35,7 @@ from libdoctor.bounded import (
 from libdoctor.environment.paths import display
 from libdoctor.errors import LibdoctorError
 from libdoctor.findings import Finding
+from libdoctor.version import __version__
 
 if TYPE_CHECKING:
     from libdoctor.analysis.run import CheckOptions, Report

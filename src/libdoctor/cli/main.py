@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from importlib import import_module
 from typing import Any
 
-from libdoctor import __version__
 from libdoctor.cli.common import EXIT_ERROR, degrade_streams
 from libdoctor.errors import LibdoctorError
+from libdoctor.version import __version__
 
 # Subcommand modules under libdoctor.cli, in the order --help lists them.
 COMMANDS = (

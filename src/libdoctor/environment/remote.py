@@ -49,7 +49,6 @@ from dataclasses import dataclass
 from http.client import HTTPException, HTTPResponse, IncompleteRead
 from typing import Any, BinaryIO, Literal, cast
 
-from libdoctor import __version__
 from libdoctor.bounded import loads_json, read_file
 from libdoctor.environment.connections import POOL, Pool, Route
 from libdoctor.environment.distributions import canonicalize_name
@@ -64,6 +63,7 @@ from libdoctor.environment.wheel import (
     wheel_from_archive,
 )
 from libdoctor.errors import LibdoctorError
+from libdoctor.version import __version__
 
 __all__ = [
     "Http",

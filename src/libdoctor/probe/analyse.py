@@ -469,7 +469,7 @@ def _mismatches(
     A second copy loaded by a runtime dlopen of a full path (ctypes) is no misprediction as
     long as the predicted copy is loaded too: that is duplicate-library's business.
     """
-    from libdoctor import __version__
+    from libdoctor.version import __version__
 
     by_name: dict[str, list[str]] = defaultdict(list)
     for item in loaded:

@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args
 
-from libdoctor import __version__
 from libdoctor.bounded import read_json
 from libdoctor.environment.model import is_inside
 from libdoctor.errors import LibdoctorError
+from libdoctor.version import __version__
 
 __all__ = [
     "AFTER",

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from libdoctor import __version__
 from libdoctor.environment.paths import display
+from libdoctor.version import __version__
 
 if TYPE_CHECKING:
     from libdoctor.analysis.run import Report

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from libdoctor import __version__
 from libdoctor.findings import Finding, Severity
 from libdoctor.report.text import TITLE, Line, finding_lines, to_string
+from libdoctor.version import __version__
 
 if TYPE_CHECKING:
     from libdoctor.whatif.linkage import Linkage

@@ -10,7 +10,6 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from libdoctor import __version__
 from libdoctor.checks.wording import plural
 from libdoctor.environment.paths import display
 from libdoctor.findings import Severity, count_by_severity
@@ -18,6 +17,7 @@ from libdoctor.report import json as json_report
 from libdoctor.report.plan import findings_block, step_dict, steps_lines
 from libdoctor.report.shown import shown
 from libdoctor.report.text import Line, to_string
+from libdoctor.version import __version__
 from libdoctor.whatif.plan import diff_findings
 
 if TYPE_CHECKING:

@@ -6,8 +6,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from libdoctor import __version__
 from libdoctor.findings import Finding, Fix, Severity, count_by_severity, json_safe
+from libdoctor.version import __version__
 
 if TYPE_CHECKING:
     from libdoctor.environment.target import Target

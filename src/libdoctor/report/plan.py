@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from libdoctor import __version__
 from libdoctor.checks.wording import plural
 from libdoctor.environment.installers import InstallerOptions
 from libdoctor.environment.paths import display
@@ -20,6 +19,7 @@ from libdoctor.repair.run import step_argv
 from libdoctor.report import json as json_report
 from libdoctor.report.shown import shown
 from libdoctor.report.text import PATHS_SHOWN, Line, finding_lines, to_string
+from libdoctor.version import __version__
 
 if TYPE_CHECKING:
     from libdoctor.environment.distributions import Distribution

@@ -11,12 +11,12 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from libdoctor import __version__
 from libdoctor.checks.wording import file_list
 from libdoctor.environment.paths import display
 from libdoctor.findings import Finding, Severity
 from libdoctor.report import json as json_report
 from libdoctor.report.text import Line, finding_lines, summary_line, to_string
+from libdoctor.version import __version__
 
 if TYPE_CHECKING:
     from libdoctor.environment.model import Environment

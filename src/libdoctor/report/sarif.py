@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from libdoctor import __version__
 from libdoctor.findings import CODES, Finding, Severity
 from libdoctor.report.json import dumps
 from libdoctor.report.text import inert
+from libdoctor.version import __version__
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
