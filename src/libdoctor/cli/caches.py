@@ -26,27 +26,36 @@ if TYPE_CHECKING:
 
 
 def register(sub: Any) -> None:
-    caches = sub.add_parser(
+    common.command(
+        sub,
         "caches",
         help="compile caches (torch, triton, CUDA, bytecode): stale entries, and clearing them",
         description="List the compile caches the target's tools use and judge each entry by "
         "the versions it records; `caches clear` removes entries, backed up first.",
+        options=(
+            common.argument(
+                "items",
+                nargs="*",
+                metavar="[clear] [NAME...] [TARGET]",
+                help="`clear`, then cache kinds to clear (default: every kind), then the target",
+            ),
+            common.argument("--python", metavar="PATH", help="the environment of this interpreter"),
+            common.argument(
+                "--env-file",
+                metavar="FILE",
+                help="KEY=VALUE lines: the variables the tools run with (TRITON_CACHE_DIR, ...), "
+                "over libdoctor's own",
+            ),
+            common.add_output_options,
+            _clear_options,
+        ),
+        run=run,
+        intermixed=True,
     )
-    caches.add_argument(
-        "items",
-        nargs="*",
-        metavar="[clear] [NAME...] [TARGET]",
-        help="`clear`, then cache kinds to clear (default: every kind), then the target",
-    )
-    caches.add_argument("--python", metavar="PATH", help="the environment of this interpreter")
-    caches.add_argument(
-        "--env-file",
-        metavar="FILE",
-        help="KEY=VALUE lines: the variables the tools run with (TRITON_CACHE_DIR, ...), "
-        "over libdoctor's own",
-    )
-    common.add_output_options(caches)
-    group = caches.add_argument_group("clear")
+
+
+def _clear_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("clear")
     mode = group.add_mutually_exclusive_group()
     mode.add_argument("--stale", action="store_true", help="only stale entries (the default)")
     mode.add_argument("--all", action="store_true", help="every entry the layout recognises")
@@ -54,8 +63,6 @@ def register(sub: Any) -> None:
     group.add_argument("--dry-run", action="store_true", help="show what would be removed")
     group.add_argument("-y", "--yes", action="store_true", help="do not ask")
     group.add_argument("--cache-dir", metavar="DIR", help="where backups live")
-    caches.set_defaults(func=run)
-    common.intermix(caches)
 
 
 def _environ(args: argparse.Namespace) -> Mapping[str, str]:

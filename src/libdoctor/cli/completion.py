@@ -18,14 +18,15 @@ SHELLS = ("bash", "zsh")
 
 
 def register(sub: Any) -> None:
-    parser = sub.add_parser(
+    common.command(
+        sub,
         "completion",
         help="print a shell completion script (bash, zsh)",
         description="Print a completion script for SHELL built from libdoctor's own parser: "
         'source <(libdoctor completion bash), or eval "$(libdoctor completion zsh)".',
+        options=(common.argument("shell", choices=SHELLS),),
+        run=run,
     )
-    parser.add_argument("shell", choices=SHELLS)
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

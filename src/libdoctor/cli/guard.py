@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 
 def register(sub: Any) -> None:
-    guard = sub.add_parser(
+    guard = common.command(
+        sub,
         "guard",
         help="stop pip and uv before they break an environment",
         description="Put small pip, pip3, pip3.X and uv wrappers first in the environment's "
@@ -34,22 +35,22 @@ def register(sub: Any) -> None:
         "line, goes straight through; every other command goes through untouched.",
     )
     actions = guard.add_subparsers(dest="guard_action", metavar="ACTION", required=True)
-    helps = {
-        "install": "put the wrappers in place (again, for any a pip upgrade replaced)",
-        "remove": "put the originals back: the environment as it was before",
-        "status": "what is in place, and whether something replaced a wrapper",
-        "shell": "print shell functions to eval instead (nothing is written)",
-    }
-    for name, text in helps.items():
-        action = actions.add_parser(name, help=text, description=text)
-        if name != "shell":
-            common.add_target_options(action)
-        action.add_argument("--json", action="store_true", help="machine-readable output")
-        if name == "install":
-            action.add_argument(
-                "--eval", action="store_true", help="print shell functions instead (as shell)"
-            )
-        action.set_defaults(func=run)
+    as_json = common.argument("--json", action="store_true", help="machine-readable output")
+    print_shell = common.argument(
+        "--eval", action="store_true", help="print shell functions instead (as shell)"
+    )
+    target = common.add_target_options
+    for name, text, options in (
+        (
+            "install",
+            "put the wrappers in place (again, for any a pip upgrade replaced)",
+            (target, as_json, print_shell),
+        ),
+        ("remove", "put the originals back: the environment as it was before", (target, as_json)),
+        ("status", "what is in place, and whether something replaced a wrapper", (target, as_json)),
+        ("shell", "print shell functions to eval instead (nothing is written)", (as_json,)),
+    ):
+        common.command(actions, name, help=text, description=text, options=options, run=run)
 
 
 def _libdoctor() -> tuple[str, str]:

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 
 def register(sub: Any) -> None:
-    install = sub.add_parser(
+    common.command(
+        sub,
         "install",
         help="pip install, refused when it would break the environment",
         description="Install wheel files or requirements with the environment's own installer, "
@@ -36,18 +37,20 @@ def register(sub: Any) -> None:
         "another distribution's files with other bytes or breaks anything else, unless "
         "--repair (also reinstall the damaged co-owners) or --force. TARGET, if given, is the "
         "last argument. Backed up and rolled back on failure.",
+        options=(
+            common.argument("items", nargs="*", metavar="WHEEL|REQ... [TARGET]"),
+            common.using(
+                changes.add_guarded_options,
+                verb="install",
+                repair_help="then reinstall the distributions whose files the install "
+                "overwrites or deletes",
+            ),
+            add_request_options,
+            changes.add_installer_options,
+        ),
+        run=run,
+        intermixed=True,
     )
-    install.add_argument("items", nargs="*", metavar="WHEEL|REQ... [TARGET]")
-    changes.add_guarded_options(
-        install,
-        verb="install",
-        repair_help="then reinstall the distributions whose files the install overwrites or "
-        "deletes",
-    )
-    add_request_options(install)
-    changes.add_installer_options(install)
-    install.set_defaults(func=run)
-    common.intermix(install)
 
 
 def run(args: argparse.Namespace) -> int:

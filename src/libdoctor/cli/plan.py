@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 
 def register(sub: Any) -> None:
-    plan = sub.add_parser(
+    plan = common.command(
+        sub,
         "plan",
         help="predict what an uninstall or install would break, before it happens",
         description="Predict what `pip uninstall` or `pip install` would do to the environment: "
@@ -31,14 +32,23 @@ def register(sub: Any) -> None:
         "report afterwards. Never writes to the target.",
     )
     actions = plan.add_subparsers(dest="plan_action", metavar="ACTION", required=True)
-    uninstall = actions.add_parser(
+    predicted = (
+        common.using(common.add_target_options, positional=False),
+        common.using(common.add_output_options, sarif=True),
+        common.add_library_option,
+    )
+    common.command(
+        actions,
         "uninstall",
         help="what `pip uninstall NAME...` would break",
         description="What `pip uninstall NAME...` would delete and break, and the sequence "
         "that makes it safe when one exists. TARGET, if given, is the last argument.",
+        options=(common.argument("items", nargs="+", metavar="NAME... [TARGET]"), *predicted),
+        run=run_uninstall,
+        intermixed=True,
     )
-    uninstall.add_argument("items", nargs="+", metavar="NAME... [TARGET]")
-    install = actions.add_parser(
+    common.command(
+        actions,
         "install",
         help="what `pip install WHEEL|REQ...` would overwrite and break",
         description="What `pip install` of wheel files or requirements would overwrite and "
@@ -46,25 +56,23 @@ def register(sub: Any) -> None:
         "their wheels' file lists read by HTTP range requests (the central directory, METADATA "
         "and RECORD, never the whole wheel), kept in the user cache. TARGET, if given, is the "
         "last argument.",
+        options=(
+            common.argument("items", nargs="*", metavar="WHEEL|REQ... [TARGET]"),
+            *predicted,
+            common.using(changes.add_installer_options, hooks=False),
+            add_request_options,
+        ),
+        run=run_install,
+        intermixed=True,
     )
-    install.add_argument("items", nargs="*", metavar="WHEEL|REQ... [TARGET]")
-    for parser in (uninstall, install):
-        common.add_target_options(parser, positional=False)
-        common.add_output_options(parser, sarif=True)
-        common.add_library_option(parser)
-    changes.add_installer_options(install, hooks=False)
-    add_request_options(install)
-    uninstall.set_defaults(func=run_uninstall)
-    install.set_defaults(func=run_install)
-    for parser in (uninstall, install):
-        common.intermix(parser)
     _register_lock(actions)
 
 
 def _register_lock(actions: Any) -> None:
     from libdoctor.cli.verify import add_sync_options
 
-    lock = actions.add_parser(
+    common.command(
+        actions,
         "lock",
         help="what installing a lock file would do, before any environment exists",
         description="Plan a lock file (pylock.toml, uv.lock, or a requirements file of pins) "
@@ -72,48 +80,52 @@ def _register_lock(actions: Any) -> None:
         "read by HTTP range requests (file list and RECORD, never the body), then two wheels "
         "installing one path, CUDA wheels of another major than the framework's, and "
         "requirements the lock does not hold. Exit 0 clean, 1 findings, 2 cannot plan.",
+        options=(
+            common.argument(
+                "lock_files",
+                nargs="+",
+                metavar="FILE",
+                help="pylock.toml, uv.lock or requirements (several: text output, each in turn)",
+            ),
+            common.argument(
+                "--python",
+                dest="plan_python",
+                metavar="X.Y[.Z]",
+                help="the CPython to plan for; X.Y is X.Y.0 for python_full_version markers, "
+                "as uv takes --python-version X.Y (default: the one running libdoctor)",
+            ),
+            common.argument(
+                "--platform",
+                metavar="TAG",
+                help="a wheel platform tag (manylinux_2_28_x86_64, musllinux_1_2_aarch64, "
+                "macosx_14_0_arm64, win_amd64; default: this machine)",
+            ),
+            common.argument(
+                "--index-url",
+                metavar="URL",
+                help="where a requirements lock's pins are found (default: "
+                "$PIP_INDEX_URL, else https://pypi.org/simple)",
+            ),
+            common.argument(
+                "--offline",
+                action="store_true",
+                help="answer from the wheel-index cache only; name what it lacks",
+            ),
+            common.argument(
+                "--cache-dir", metavar="DIR", help="the wheel-index cache (default: user cache dir)"
+            ),
+            common.argument(
+                "--allow-include",
+                action="append",
+                default=[],
+                metavar="DIR",
+                help="a requirements lock's -r files may also come from DIR",
+            ),
+            add_sync_options,
+            common.using(common.add_output_options, sarif=True),
+        ),
+        run=run_lock,
     )
-    lock.add_argument(
-        "lock_files", nargs="+", metavar="FILE",
-        help="pylock.toml, uv.lock or requirements (several: text output, each in turn)",
-    )  # fmt: skip
-    lock.add_argument(
-        "--python",
-        dest="plan_python",
-        metavar="X.Y[.Z]",
-        help="the CPython to plan for; X.Y is X.Y.0 for python_full_version markers, as uv "
-        "takes --python-version X.Y (default: the one running libdoctor)",
-    )
-    lock.add_argument(
-        "--platform",
-        metavar="TAG",
-        help="a wheel platform tag (manylinux_2_28_x86_64, musllinux_1_2_aarch64, "
-        "macosx_14_0_arm64, win_amd64; default: this machine)",
-    )
-    lock.add_argument(
-        "--index-url",
-        metavar="URL",
-        help="where a requirements lock's pins are found (default: "
-        "$PIP_INDEX_URL, else https://pypi.org/simple)",
-    )
-    lock.add_argument(
-        "--offline",
-        action="store_true",
-        help="answer from the wheel-index cache only; name what it lacks",
-    )
-    lock.add_argument(
-        "--cache-dir", metavar="DIR", help="the wheel-index cache (default: user cache dir)"
-    )
-    lock.add_argument(
-        "--allow-include",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="a requirements lock's -r files may also come from DIR",
-    )
-    add_sync_options(lock)
-    common.add_output_options(lock, sarif=True)
-    lock.set_defaults(func=run_lock)  # fmt: skip
 
 
 def run_lock(args: argparse.Namespace) -> int:

@@ -19,7 +19,8 @@ _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
 def register(sub: Any) -> None:
-    parser = sub.add_parser(
+    common.command(
+        sub,
         "probe",
         help="import modules in the target and report what is really loaded (RUNS its code)",
         description="Import each MODULE (default: the frameworks found in the environment) in "
@@ -28,23 +29,28 @@ def register(sub: Any) -> None:
         "owner's RECORD. Unlike every other command, this RUNS code from the target. "
         "TARGET is the last argument when it contains a '/', is not a module name, or is a "
         "directory holding an environment (pyvenv.cfg or conda-meta).",
+        options=(
+            common.argument(
+                "names",
+                nargs="*",
+                metavar="MODULE|TARGET",
+                help="modules to import, then the target",
+            ),
+            common.using(common.add_target_options, positional=False),
+            common.argument(
+                "--timeout",
+                type=float,
+                default=120.0,
+                metavar="SECONDS",
+                help="per import; the import's process group is killed after it (default: 120)",
+            ),
+            common.argument("--deep", action="store_true", help="compare loaded files by hash too"),
+            common.add_output_options,
+            common.add_filter_options,
+        ),
+        run=run,
+        intermixed=True,
     )
-    parser.add_argument(
-        "names", nargs="*", metavar="MODULE|TARGET", help="modules to import, then the target"
-    )
-    common.add_target_options(parser, positional=False)
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=120.0,
-        metavar="SECONDS",
-        help="per import; the import's process group is killed after it (default: 120)",
-    )
-    parser.add_argument("--deep", action="store_true", help="compare loaded files by hash too")
-    common.add_output_options(parser)
-    common.add_filter_options(parser)
-    parser.set_defaults(func=run)
-    common.intermix(parser)
 
 
 def _is_env_dir(name: str) -> bool:

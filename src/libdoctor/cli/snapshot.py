@@ -12,28 +12,31 @@ from libdoctor.cli import progress as bar
 
 
 def register(sub: Any) -> None:
-    parser = sub.add_parser(
+    common.command(
+        sub,
         "snapshot",
         help="record an environment's distributions, files, libraries and findings",
         description="Write a compact, versioned JSON record of an environment (the same "
         "environment gives the same bytes), for `libdoctor diff` and `libdoctor fleet`. "
         "Reads only.",
+        options=(
+            common.add_target_options,
+            common.argument(
+                "-o",
+                "--output",
+                metavar="FILE",
+                help="write here instead of stdout (gzip when it ends in .gz; {node} is replaced "
+                "by the machine's name: $SLURMD_NODENAME, else the host name)",
+            ),
+            add_snapshot_options,
+            common.argument(
+                "--framed",
+                action="store_true",
+                help="write it gzip'd and framed on stdout, for `fleet --slurm` to collect",
+            ),
+        ),
+        run=run,
     )
-    common.add_target_options(parser)
-    parser.add_argument(
-        "-o",
-        "--output",
-        metavar="FILE",
-        help="write here instead of stdout (gzip when it ends in .gz; {node} is replaced by "
-        "the machine's name: $SLURMD_NODENAME, else the host name)",
-    )
-    add_snapshot_options(parser)
-    parser.add_argument(
-        "--framed",
-        action="store_true",
-        help="write it gzip'd and framed on stdout, for `fleet --slurm` to collect",
-    )
-    parser.set_defaults(func=run)
 
 
 def add_snapshot_options(parser: argparse.ArgumentParser) -> None:

@@ -22,23 +22,26 @@ from libdoctor.cli import changes, common
 
 
 def register(sub: Any) -> None:
-    uninstall = sub.add_parser(
+    common.command(
+        sub,
         "uninstall",
         help="pip uninstall, refused when it would break another distribution",
         description="Uninstall distributions with the environment's own installer, after "
         "planning it: refused when the plan shows it breaks something, unless --repair "
         "(also reinstall the damaged co-owners) or --force. TARGET, if given, is the last "
         "argument. Backed up and rolled back on failure.",
+        options=(
+            common.argument("items", nargs="+", metavar="NAME... [TARGET]"),
+            common.using(
+                changes.add_guarded_options,
+                verb="uninstall",
+                repair_help="then reinstall the co-owners whose files the uninstall deletes",
+            ),
+            changes.add_installer_options,
+        ),
+        run=run,
+        intermixed=True,
     )
-    uninstall.add_argument("items", nargs="+", metavar="NAME... [TARGET]")
-    changes.add_guarded_options(
-        uninstall,
-        verb="uninstall",
-        repair_help="then reinstall the co-owners whose files the uninstall deletes",
-    )
-    changes.add_installer_options(uninstall)
-    uninstall.set_defaults(func=run)
-    common.intermix(uninstall)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,33 +19,37 @@ if TYPE_CHECKING:
 
 
 def register(sub: Any) -> None:
-    verify = sub.add_parser(
+    common.command(
+        sub,
         "verify",
         help="is the environment still its lock file? (pylock.toml, uv.lock, requirements)",
         description="Compare the environment with a lock file: missing, extra and other-version "
         "packages, packages installed from another file than the lock's, and locked packages "
         "whose files changed. Reads only.",
+        options=(
+            common.argument(
+                "--lock",
+                required=True,
+                metavar="FILE",
+                help="pylock.toml (PEP 751), uv.lock, or a requirements file of pins (- reads "
+                "stdin)",
+            ),
+            common.argument(
+                "--allow-include",
+                action="append",
+                default=[],
+                metavar="DIR",
+                help="a requirements lock's -r files may also come from DIR (default: the lock's "
+                "own directory tree only)",
+            ),
+            add_sync_options,
+            common.add_target_options,
+            common.using(common.add_output_options, sarif=True),
+            common.using(common.add_deep_options, deep_help="also compare file hashes with RECORD"),
+            bar.add_quiet_option,
+        ),
+        run=run,
     )
-    verify.add_argument(
-        "--lock",
-        required=True,
-        metavar="FILE",
-        help="pylock.toml (PEP 751), uv.lock, or a requirements file of pins (- reads stdin)",
-    )
-    verify.add_argument(
-        "--allow-include",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="a requirements lock's -r files may also come from DIR (default: the lock's own "
-        "directory tree only)",
-    )
-    add_sync_options(verify)
-    common.add_target_options(verify)
-    common.add_output_options(verify, sarif=True)
-    common.add_deep_options(verify, deep_help="also compare file hashes with RECORD")
-    bar.add_quiet_option(verify)
-    verify.set_defaults(func=run)
 
 
 def add_sync_options(parser: Any) -> None:
