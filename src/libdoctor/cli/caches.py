@@ -15,7 +15,7 @@ import argparse
 import os
 import shlex
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from libdoctor.cli import common
 
@@ -23,35 +23,6 @@ if TYPE_CHECKING:
     from libdoctor.environment.target import Target
     from libdoctor.repair.caches import Cleared
     from libdoctor.stack.caches import CacheScan, Entry, Versions
-
-
-def register(sub: Any) -> None:
-    common.command(
-        sub,
-        "caches",
-        help="compile caches (torch, triton, CUDA, bytecode): stale entries, and clearing them",
-        description="List the compile caches the target's tools use and judge each entry by "
-        "the versions it records; `caches clear` removes entries, backed up first.",
-        options=(
-            common.argument(
-                "items",
-                nargs="*",
-                metavar="[clear] [NAME...] [TARGET]",
-                help="`clear`, then cache kinds to clear (default: every kind), then the target",
-            ),
-            common.argument("--python", metavar="PATH", help="the environment of this interpreter"),
-            common.argument(
-                "--env-file",
-                metavar="FILE",
-                help="KEY=VALUE lines: the variables the tools run with (TRITON_CACHE_DIR, ...), "
-                "over libdoctor's own",
-            ),
-            common.add_output_options,
-            _clear_options,
-        ),
-        run=run,
-        intermixed=True,
-    )
 
 
 def _clear_options(parser: argparse.ArgumentParser) -> None:
@@ -63,6 +34,31 @@ def _clear_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--dry-run", action="store_true", help="show what would be removed")
     group.add_argument("-y", "--yes", action="store_true", help="do not ask")
     group.add_argument("--cache-dir", metavar="DIR", help="where backups live")
+
+
+COMMAND = common.Command(
+    help="compile caches (torch, triton, CUDA, bytecode): stale entries, and clearing them",
+    description="List the compile caches the target's tools use and judge each entry by "
+    "the versions it records; `caches clear` removes entries, backed up first.",
+    options=(
+        common.argument(
+            "items",
+            nargs="*",
+            metavar="[clear] [NAME...] [TARGET]",
+            help="`clear`, then cache kinds to clear (default: every kind), then the target",
+        ),
+        common.argument("--python", metavar="PATH", help="the environment of this interpreter"),
+        common.argument(
+            "--env-file",
+            metavar="FILE",
+            help="KEY=VALUE lines: the variables the tools run with (TRITON_CACHE_DIR, ...), "
+            "over libdoctor's own",
+        ),
+        common.add_output_options,
+        _clear_options,
+    ),
+    intermixed=True,
+)
 
 
 def _environ(args: argparse.Namespace) -> Mapping[str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from libdoctor.cli import common
 from libdoctor.cli import progress as bar
@@ -17,29 +17,25 @@ if TYPE_CHECKING:
     from libdoctor.findings import Finding
 
 
-def register(sub: Any) -> None:
-    common.command(
-        sub,
-        "check",
-        help="check every installed distribution against the disk",
-        description="Check every installed distribution's files and native libraries. "
-        "Reads only; never imports or runs code from the target.",
-        options=(
-            common.add_target_options,
-            common.using(common.add_format_options, formats=(*common.FORMATS, "sarif")),
-            common.add_filter_options,
-            common.using(common.add_deep_options, deep_help="also compare file hashes (parallel)"),
-            common.argument(
-                "--workers",
-                type=int,
-                metavar="N",
-                help="hashing workers (default: the usable cores)",
-            ),
-            common.add_library_option,
-            bar.add_quiet_option,
+COMMAND = common.Command(
+    help="check every installed distribution against the disk",
+    description="Check every installed distribution's files and native libraries. "
+    "Reads only; never imports or runs code from the target.",
+    options=(
+        common.add_target_options,
+        common.using(common.add_format_options, formats=(*common.FORMATS, "sarif")),
+        common.add_filter_options,
+        common.using(common.add_deep_options, deep_help="also compare file hashes (parallel)"),
+        common.argument(
+            "--workers",
+            type=int,
+            metavar="N",
+            help="hashing workers (default: the usable cores)",
         ),
-        run=run,
-    )
+        common.add_library_option,
+        bar.add_quiet_option,
+    ),
+)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ import functools
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from libdoctor.errors import LibdoctorError
@@ -29,29 +30,34 @@ Run = Callable[[argparse.Namespace], int]
 """What a command does with its parsed arguments: its exit code."""
 
 
-def command(
-    sub: Any,
-    name: str,
-    *,
-    help: str,
-    description: str,
-    options: Sequence[Options] = (),
-    run: Run | None = None,
-    intermixed: bool = False,
-) -> argparse.ArgumentParser:
-    """Subcommand NAME of SUB (a parser's subparsers): HELP is its line in the parent's
-    list, DESCRIPTION heads its own --help, OPTIONS are added in order (the order --help
-    lists them in), RUN is called with the parsed arguments; INTERMIXED, its positionals
-    may follow options (see ``intermix``). A command with subcommands of its own has no
-    RUN: they have."""
-    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
-    for add in options:
-        add(parser)
-    if run is not None:
-        parser.set_defaults(func=run)
-    if intermixed:
-        intermix(parser)
-    return parser
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A subcommand, declared: its line in the parent's --help list (HELP), what heads its own
+    --help (DESCRIPTION), its OPTIONS in the order --help lists them, and whether its
+    positionals may follow options (INTERMIXED, see ``intermix``). Each command module holds
+    one as ``COMMAND``, and ``run(args) -> int``, what it does. A command with ACTIONS
+    (``plan uninstall``, ``guard status``) is their parent only: each action is run by the
+    same ``run``, which reads the action from ``args.<command>_action``."""
+
+    help: str
+    description: str
+    options: Sequence[Options] = ()
+    intermixed: bool = False
+    actions: Mapping[str, Command] = field(default_factory=dict)
+
+    def add_to(self, sub: Any, name: str, run: Run) -> None:
+        """Add this command as NAME to SUB (a parser's subparsers), run by RUN."""
+        parser = sub.add_parser(name, help=self.help, description=self.description)
+        for add in self.options:
+            add(parser)
+        if self.actions:
+            actions = parser.add_subparsers(dest=f"{name}_action", metavar="ACTION", required=True)
+            for action, command in self.actions.items():
+                command.add_to(actions, action, run)
+        else:
+            parser.set_defaults(func=run)
+        if self.intermixed:
+            intermix(parser)
 
 
 def argument(*flags: str, **how: Any) -> Options:

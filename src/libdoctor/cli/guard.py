@@ -23,34 +23,43 @@ if TYPE_CHECKING:
     from libdoctor.repair.guard import GuardStatus
 
 
-def register(sub: Any) -> None:
-    guard = common.command(
-        sub,
-        "guard",
-        help="stop pip and uv before they break an environment",
-        description="Put small pip, pip3, pip3.X and uv wrappers first in the environment's "
-        "bin/ (the originals kept beside them): `pip install`, `pip uninstall`, `uv pip "
-        "install` and `uv pip uninstall` aimed at it are planned by libdoctor first and "
-        "refused when they would break it. LIBDOCTOR_GUARD=off, or --force on their command "
-        "line, goes straight through; every other command goes through untouched.",
-    )
-    actions = guard.add_subparsers(dest="guard_action", metavar="ACTION", required=True)
-    as_json = common.argument("--json", action="store_true", help="machine-readable output")
-    print_shell = common.argument(
-        "--eval", action="store_true", help="print shell functions instead (as shell)"
-    )
-    target = common.add_target_options
-    for name, text, options in (
-        (
-            "install",
+_AS_JSON = common.argument("--json", action="store_true", help="machine-readable output")
+
+
+def _action(text: str, *options: common.Options) -> common.Command:
+    """An action of ``guard``: TEXT is both its help line and its description."""
+    return common.Command(help=text, description=text, options=options)
+
+
+COMMAND = common.Command(
+    help="stop pip and uv before they break an environment",
+    description="Put small pip, pip3, pip3.X and uv wrappers first in the environment's "
+    "bin/ (the originals kept beside them): `pip install`, `pip uninstall`, `uv pip "
+    "install` and `uv pip uninstall` aimed at it are planned by libdoctor first and "
+    "refused when they would break it. LIBDOCTOR_GUARD=off, or --force on their command "
+    "line, goes straight through; every other command goes through untouched.",
+    actions={
+        "install": _action(
             "put the wrappers in place (again, for any a pip upgrade replaced)",
-            (target, as_json, print_shell),
+            common.add_target_options,
+            _AS_JSON,
+            common.argument(
+                "--eval", action="store_true", help="print shell functions instead (as shell)"
+            ),
         ),
-        ("remove", "put the originals back: the environment as it was before", (target, as_json)),
-        ("status", "what is in place, and whether something replaced a wrapper", (target, as_json)),
-        ("shell", "print shell functions to eval instead (nothing is written)", (as_json,)),
-    ):
-        common.command(actions, name, help=text, description=text, options=options, run=run)
+        "remove": _action(
+            "put the originals back: the environment as it was before",
+            common.add_target_options,
+            _AS_JSON,
+        ),
+        "status": _action(
+            "what is in place, and whether something replaced a wrapper",
+            common.add_target_options,
+            _AS_JSON,
+        ),
+        "shell": _action("print shell functions to eval instead (nothing is written)", _AS_JSON),
+    },
+)
 
 
 def _libdoctor() -> tuple[str, str]:

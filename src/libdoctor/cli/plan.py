@@ -11,10 +11,11 @@ import functools
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from libdoctor.cli import changes, common
 from libdoctor.cli import progress as bar
+from libdoctor.cli.verify import add_sync_options, sync_options
 
 if TYPE_CHECKING:
     from libdoctor.environment.target import Target
@@ -22,110 +23,114 @@ if TYPE_CHECKING:
     from libdoctor.whatif.request import InstallRequest, PlannedInstall
 
 
-def register(sub: Any) -> None:
-    plan = common.command(
-        sub,
-        "plan",
-        help="predict what an uninstall or install would break, before it happens",
-        description="Predict what `pip uninstall` or `pip install` would do to the environment: "
-        "the files it deletes or overwrites, who else owns them, and what every check would "
-        "report afterwards. Never writes to the target.",
+def add_request_options(parser: argparse.ArgumentParser) -> None:
+    """pip's ``-r`` and ``-c``: passed to the resolve and to the install as they are."""
+    parser.add_argument(
+        "-r", "--requirement", action="append", default=[], metavar="FILE", help="as pip's"
     )
-    actions = plan.add_subparsers(dest="plan_action", metavar="ACTION", required=True)
-    predicted = (
-        common.using(common.add_target_options, positional=False),
-        common.using(common.add_output_options, sarif=True),
-        common.add_library_option,
+    parser.add_argument(
+        "-c", "--constraint", action="append", default=[], metavar="FILE", help="as pip's"
     )
-    common.command(
-        actions,
-        "uninstall",
-        help="what `pip uninstall NAME...` would break",
-        description="What `pip uninstall NAME...` would delete and break, and the sequence "
-        "that makes it safe when one exists. TARGET, if given, is the last argument.",
-        options=(common.argument("items", nargs="+", metavar="NAME... [TARGET]"), *predicted),
-        run=run_uninstall,
-        intermixed=True,
-    )
-    common.command(
-        actions,
-        "install",
-        help="what `pip install WHEEL|REQ...` would overwrite and break",
-        description="What `pip install` of wheel files or requirements would overwrite and "
-        "break. Requirements are resolved by the target's own pip (--dry-run --report) and "
-        "their wheels' file lists read by HTTP range requests (the central directory, METADATA "
-        "and RECORD, never the whole wheel), kept in the user cache. TARGET, if given, is the "
-        "last argument.",
-        options=(
-            common.argument("items", nargs="*", metavar="WHEEL|REQ... [TARGET]"),
-            *predicted,
-            common.using(changes.add_installer_options, hooks=False),
-            add_request_options,
+
+
+_PREDICTED = (
+    common.using(common.add_target_options, positional=False),
+    common.using(common.add_output_options, sarif=True),
+    common.add_library_option,
+)
+
+COMMAND = common.Command(
+    help="predict what an uninstall or install would break, before it happens",
+    description="Predict what `pip uninstall` or `pip install` would do to the environment: "
+    "the files it deletes or overwrites, who else owns them, and what every check would "
+    "report afterwards. Never writes to the target.",
+    actions={
+        "uninstall": common.Command(
+            help="what `pip uninstall NAME...` would break",
+            description="What `pip uninstall NAME...` would delete and break, and the sequence "
+            "that makes it safe when one exists. TARGET, if given, is the last argument.",
+            options=(common.argument("items", nargs="+", metavar="NAME... [TARGET]"), *_PREDICTED),
+            intermixed=True,
         ),
-        run=run_install,
-        intermixed=True,
-    )
-    _register_lock(actions)
-
-
-def _register_lock(actions: Any) -> None:
-    from libdoctor.cli.verify import add_sync_options
-
-    common.command(
-        actions,
-        "lock",
-        help="what installing a lock file would do, before any environment exists",
-        description="Plan a lock file (pylock.toml, uv.lock, or a requirements file of pins) "
-        "for a Python and platform: the wheel the installer would choose for each package, "
-        "read by HTTP range requests (file list and RECORD, never the body), then two wheels "
-        "installing one path, CUDA wheels of another major than the framework's, and "
-        "requirements the lock does not hold. Exit 0 clean, 1 findings, 2 cannot plan.",
-        options=(
-            common.argument(
-                "lock_files",
-                nargs="+",
-                metavar="FILE",
-                help="pylock.toml, uv.lock or requirements (several: text output, each in turn)",
+        "install": common.Command(
+            help="what `pip install WHEEL|REQ...` would overwrite and break",
+            description="What `pip install` of wheel files or requirements would overwrite and "
+            "break. Requirements are resolved by the target's own pip (--dry-run --report) and "
+            "their wheels' file lists read by HTTP range requests (the central directory, "
+            "METADATA and RECORD, never the whole wheel), kept in the user cache. TARGET, if "
+            "given, is the last argument.",
+            options=(
+                common.argument("items", nargs="*", metavar="WHEEL|REQ... [TARGET]"),
+                *_PREDICTED,
+                common.using(changes.add_installer_options, hooks=False),
+                add_request_options,
             ),
-            common.argument(
-                "--python",
-                dest="plan_python",
-                metavar="X.Y[.Z]",
-                help="the CPython to plan for; X.Y is X.Y.0 for python_full_version markers, "
-                "as uv takes --python-version X.Y (default: the one running libdoctor)",
-            ),
-            common.argument(
-                "--platform",
-                metavar="TAG",
-                help="a wheel platform tag (manylinux_2_28_x86_64, musllinux_1_2_aarch64, "
-                "macosx_14_0_arm64, win_amd64; default: this machine)",
-            ),
-            common.argument(
-                "--index-url",
-                metavar="URL",
-                help="where a requirements lock's pins are found (default: "
-                "$PIP_INDEX_URL, else https://pypi.org/simple)",
-            ),
-            common.argument(
-                "--offline",
-                action="store_true",
-                help="answer from the wheel-index cache only; name what it lacks",
-            ),
-            common.argument(
-                "--cache-dir", metavar="DIR", help="the wheel-index cache (default: user cache dir)"
-            ),
-            common.argument(
-                "--allow-include",
-                action="append",
-                default=[],
-                metavar="DIR",
-                help="a requirements lock's -r files may also come from DIR",
-            ),
-            add_sync_options,
-            common.using(common.add_output_options, sarif=True),
+            intermixed=True,
         ),
-        run=run_lock,
-    )
+        "lock": common.Command(
+            help="what installing a lock file would do, before any environment exists",
+            description="Plan a lock file (pylock.toml, uv.lock, or a requirements file of "
+            "pins) for a Python and platform: the wheel the installer would choose for each "
+            "package, read by HTTP range requests (file list and RECORD, never the body), then "
+            "two wheels installing one path, CUDA wheels of another major than the framework's, "
+            "and requirements the lock does not hold. Exit 0 clean, 1 findings, 2 cannot plan.",
+            options=(
+                common.argument(
+                    "lock_files",
+                    nargs="+",
+                    metavar="FILE",
+                    help="pylock.toml, uv.lock or requirements (several: text output, each in "
+                    "turn)",
+                ),
+                common.argument(
+                    "--python",
+                    dest="plan_python",
+                    metavar="X.Y[.Z]",
+                    help="the CPython to plan for; X.Y is X.Y.0 for python_full_version "
+                    "markers, as uv takes --python-version X.Y (default: the one running "
+                    "libdoctor)",
+                ),
+                common.argument(
+                    "--platform",
+                    metavar="TAG",
+                    help="a wheel platform tag (manylinux_2_28_x86_64, musllinux_1_2_aarch64, "
+                    "macosx_14_0_arm64, win_amd64; default: this machine)",
+                ),
+                common.argument(
+                    "--index-url",
+                    metavar="URL",
+                    help="where a requirements lock's pins are found (default: "
+                    "$PIP_INDEX_URL, else https://pypi.org/simple)",
+                ),
+                common.argument(
+                    "--offline",
+                    action="store_true",
+                    help="answer from the wheel-index cache only; name what it lacks",
+                ),
+                common.argument(
+                    "--cache-dir",
+                    metavar="DIR",
+                    help="the wheel-index cache (default: user cache dir)",
+                ),
+                common.argument(
+                    "--allow-include",
+                    action="append",
+                    default=[],
+                    metavar="DIR",
+                    help="a requirements lock's -r files may also come from DIR",
+                ),
+                add_sync_options,
+                common.using(common.add_output_options, sarif=True),
+            ),
+        ),
+    },
+)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The action's own run: ``run_uninstall``, ``run_install`` or ``run_lock``."""
+    runs = {"uninstall": run_uninstall, "install": run_install, "lock": run_lock}
+    return runs[args.plan_action](args)
 
 
 def run_lock(args: argparse.Namespace) -> int:
@@ -138,7 +143,6 @@ def run_lock(args: argparse.Namespace) -> int:
 
 
 def _run_one_lock(args: argparse.Namespace, path: str) -> int:
-    from libdoctor.cli.verify import sync_options
     from libdoctor.environment.index import PYPI
     from libdoctor.environment.lockfile import package_lines
     from libdoctor.environment.tags import planned
@@ -204,16 +208,6 @@ def resolve_request(
         progress=functools.partial(
             bar.counter, bar.wanted(args) and not args.json, "reading wheel indexes", unit="wheels"
         ),
-    )
-
-
-def add_request_options(parser: argparse.ArgumentParser) -> None:
-    """pip's ``-r`` and ``-c``: passed to the resolve and to the install as they are."""
-    parser.add_argument(
-        "-r", "--requirement", action="append", default=[], metavar="FILE", help="as pip's"
-    )
-    parser.add_argument(
-        "-c", "--constraint", action="append", default=[], metavar="FILE", help="as pip's"
     )
 
 

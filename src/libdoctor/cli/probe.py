@@ -7,7 +7,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from libdoctor.cli import common
 from libdoctor.errors import LibdoctorError
@@ -18,39 +18,35 @@ if TYPE_CHECKING:
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
-def register(sub: Any) -> None:
-    common.command(
-        sub,
-        "probe",
-        help="import modules in the target and report what is really loaded (RUNS its code)",
-        description="Import each MODULE (default: the frameworks found in the environment) in "
-        "a subprocess of the target's interpreter, read that process's /proc/self/maps and "
-        "report every loaded shared object with its owner and whether its bytes match the "
-        "owner's RECORD. Unlike every other command, this RUNS code from the target. "
-        "TARGET is the last argument when it contains a '/', is not a module name, or is a "
-        "directory holding an environment (pyvenv.cfg or conda-meta).",
-        options=(
-            common.argument(
-                "names",
-                nargs="*",
-                metavar="MODULE|TARGET",
-                help="modules to import, then the target",
-            ),
-            common.using(common.add_target_options, positional=False),
-            common.argument(
-                "--timeout",
-                type=float,
-                default=120.0,
-                metavar="SECONDS",
-                help="per import; the import's process group is killed after it (default: 120)",
-            ),
-            common.argument("--deep", action="store_true", help="compare loaded files by hash too"),
-            common.add_output_options,
-            common.add_filter_options,
+COMMAND = common.Command(
+    help="import modules in the target and report what is really loaded (RUNS its code)",
+    description="Import each MODULE (default: the frameworks found in the environment) in "
+    "a subprocess of the target's interpreter, read that process's /proc/self/maps and "
+    "report every loaded shared object with its owner and whether its bytes match the "
+    "owner's RECORD. Unlike every other command, this RUNS code from the target. "
+    "TARGET is the last argument when it contains a '/', is not a module name, or is a "
+    "directory holding an environment (pyvenv.cfg or conda-meta).",
+    options=(
+        common.argument(
+            "names",
+            nargs="*",
+            metavar="MODULE|TARGET",
+            help="modules to import, then the target",
         ),
-        run=run,
-        intermixed=True,
-    )
+        common.using(common.add_target_options, positional=False),
+        common.argument(
+            "--timeout",
+            type=float,
+            default=120.0,
+            metavar="SECONDS",
+            help="per import; the import's process group is killed after it (default: 120)",
+        ),
+        common.argument("--deep", action="store_true", help="compare loaded files by hash too"),
+        common.add_output_options,
+        common.add_filter_options,
+    ),
+    intermixed=True,
+)
 
 
 def _is_env_dir(name: str) -> bool:

@@ -3,26 +3,20 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from libdoctor.cli import common
 
-
-def register(sub: Any) -> None:
-    common.command(
-        sub,
-        "tree",
-        help="show the resolved dependency tree of a file or extension module",
-        description="The libraries FILE (or extension MODULE, e.g. torch._C) would load when "
-        "Python imports it, as a tree with how each was found and who owns it. Static.",
-        options=(
-            common.argument("root", metavar="FILE|MODULE"),
-            common.add_target_options,
-            common.add_output_options,
-            common.add_system_options,
-        ),
-        run=run,
-    )
+COMMAND = common.Command(
+    help="show the resolved dependency tree of a file or extension module",
+    description="The libraries FILE (or extension MODULE, e.g. torch._C) would load when "
+    "Python imports it, as a tree with how each was found and who owns it. Static.",
+    options=(
+        common.argument("root", metavar="FILE|MODULE"),
+        common.add_target_options,
+        common.add_output_options,
+        common.add_system_options,
+    ),
+)
 
 
 def run(args: argparse.Namespace) -> int:

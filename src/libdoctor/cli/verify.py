@@ -18,40 +18,6 @@ if TYPE_CHECKING:
     from libdoctor.environment.lockselect import SyncOptions
 
 
-def register(sub: Any) -> None:
-    common.command(
-        sub,
-        "verify",
-        help="is the environment still its lock file? (pylock.toml, uv.lock, requirements)",
-        description="Compare the environment with a lock file: missing, extra and other-version "
-        "packages, packages installed from another file than the lock's, and locked packages "
-        "whose files changed. Reads only.",
-        options=(
-            common.argument(
-                "--lock",
-                required=True,
-                metavar="FILE",
-                help="pylock.toml (PEP 751), uv.lock, or a requirements file of pins (- reads "
-                "stdin)",
-            ),
-            common.argument(
-                "--allow-include",
-                action="append",
-                default=[],
-                metavar="DIR",
-                help="a requirements lock's -r files may also come from DIR (default: the lock's "
-                "own directory tree only)",
-            ),
-            add_sync_options,
-            common.add_target_options,
-            common.using(common.add_output_options, sarif=True),
-            common.using(common.add_deep_options, deep_help="also compare file hashes with RECORD"),
-            bar.add_quiet_option,
-        ),
-        run=run,
-    )
-
-
 def add_sync_options(parser: Any) -> None:
     """``uv sync``'s selection flags, so the user passes the ones they synced with."""
     sync = parser.add_argument_group(
@@ -87,6 +53,35 @@ def add_sync_options(parser: Any) -> None:
     dev.add_argument(
         "--only-dev", dest="dev", action="store_const", const="only", help="--only-group dev"
     )
+
+
+COMMAND = common.Command(
+    help="is the environment still its lock file? (pylock.toml, uv.lock, requirements)",
+    description="Compare the environment with a lock file: missing, extra and other-version "
+    "packages, packages installed from another file than the lock's, and locked packages "
+    "whose files changed. Reads only.",
+    options=(
+        common.argument(
+            "--lock",
+            required=True,
+            metavar="FILE",
+            help="pylock.toml (PEP 751), uv.lock, or a requirements file of pins (- reads stdin)",
+        ),
+        common.argument(
+            "--allow-include",
+            action="append",
+            default=[],
+            metavar="DIR",
+            help="a requirements lock's -r files may also come from DIR (default: the lock's "
+            "own directory tree only)",
+        ),
+        add_sync_options,
+        common.add_target_options,
+        common.using(common.add_output_options, sarif=True),
+        common.using(common.add_deep_options, deep_help="also compare file hashes with RECORD"),
+        bar.add_quiet_option,
+    ),
+)
 
 
 def sync_options(args: argparse.Namespace) -> SyncOptions:

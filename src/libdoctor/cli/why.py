@@ -3,26 +3,20 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from libdoctor.cli import common
 
-
-def register(sub: Any) -> None:
-    common.command(
-        sub,
-        "why",
-        help="explain how a shared library is (not) found",
-        description="Who needs SONAME, where the loader would look for it (in order), what it "
-        "finds there and which distribution owns it. Static: nothing is loaded.",
-        options=(
-            common.argument("soname", metavar="SONAME", help="e.g. libcudnn.so.9"),
-            common.add_target_options,
-            common.add_output_options,
-            common.add_system_options,
-        ),
-        run=run,
-    )
+COMMAND = common.Command(
+    help="explain how a shared library is (not) found",
+    description="Who needs SONAME, where the loader would look for it (in order), what it "
+    "finds there and which distribution owns it. Static: nothing is loaded.",
+    options=(
+        common.argument("soname", metavar="SONAME", help="e.g. libcudnn.so.9"),
+        common.add_target_options,
+        common.add_output_options,
+        common.add_system_options,
+    ),
+)
 
 
 def run(args: argparse.Namespace) -> int:
