@@ -75,14 +75,8 @@ def renderers(args: argparse.Namespace, report: api.Report) -> dict[str, Callabl
         "text": lambda: check_report.render_text(run, shown, color=color, verbose=args.verbose),
         "json": lambda: check_report.render_json(run, shown, target_dict(report.target)),
         "html": lambda: check_report.render_html(run, shown, failing_imports(args, run, shown)),
-        "sarif": lambda: sarif_report(shown, report.target.prefix),
+        "sarif": lambda: common.sarif_report(shown, report.target.prefix),
     }
-
-
-def sarif_report(findings: Sequence[Finding], prefix: str) -> str:
-    from libdoctor.report import sarif  # only when chosen
-
-    return sarif.render(findings, prefix)
 
 
 def failing_imports(

@@ -370,6 +370,13 @@ def exit_code(findings: Sequence[Finding], fail_on: str) -> int:
     return EXIT_FINDINGS if any(f.severity >= threshold for f in findings) else EXIT_OK
 
 
+def sarif_report(findings: Sequence[Finding], prefix: str, fallback: str | None = None) -> str:
+    """FINDINGS as SARIF (``report.sarif.render``), imported only when chosen."""
+    from libdoctor.report import sarif
+
+    return sarif.render(findings, prefix, fallback=fallback)
+
+
 def most_severe_first(findings: Sequence[Finding]) -> list[Finding]:
     """FINDINGS from errors down to infos, each severity in the order found."""
     order = {s: i for i, s in enumerate(sorted(Severity, reverse=True))}

@@ -146,7 +146,6 @@ def _run_one_lock(args: argparse.Namespace, path: str) -> int:
     from libdoctor.environment.index import PYPI
     from libdoctor.environment.lockfile import package_lines
     from libdoctor.environment.tags import planned
-    from libdoctor.findings import Severity
     from libdoctor.report import coinstall
     from libdoctor.whatif.lock import LockPlanOptions, plan_lock
 
@@ -157,16 +156,20 @@ def _run_one_lock(args: argparse.Namespace, path: str) -> int:
     )  # fmt: skip
     platform = planned(args.plan_python, args.platform)
     plan = plan_lock(path, platform, options, sync_options(args), args.allow_include)
-    order = {s: i for i, s in enumerate(sorted(Severity, reverse=True))}
-    findings = sorted(plan.findings, key=lambda f: order[f.severity])
-    if args.format == "sarif":
-        lines = package_lines(plan.lock)
-        common.write(coinstall.render_sarif(plan, findings, lines, os.getcwd()))
-    elif args.json:
-        common.write(coinstall.render_json(plan, findings))
-    else:
-        color = common.use_color(args)
-        common.write(coinstall.render_text(plan, findings, color=color, verbose=args.verbose))
+    findings = common.most_severe_first(plan.findings)
+    color = common.use_color(args)
+    common.write_formats(
+        args,
+        {
+            "text": lambda: coinstall.render_text(
+                plan, findings, color=color, verbose=args.verbose
+            ),
+            "json": lambda: coinstall.render_json(plan, findings),
+            "sarif": lambda: coinstall.render_sarif(
+                plan, findings, package_lines(plan.lock), os.getcwd()
+            ),
+        },
+    )
     return common.exit_code(findings, "warning")
 
 

@@ -72,7 +72,6 @@ def split_names(names: Sequence[str]) -> tuple[list[str], str | None]:
 
 def run(args: argparse.Namespace) -> int:
     from libdoctor.analysis.run import filter_findings
-    from libdoctor.environment.target import discover
     from libdoctor.probe.run import run_probe
     from libdoctor.report import probe as probe_report
     from libdoctor.report.json import target_dict
@@ -80,9 +79,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.timeout <= 0:
         raise LibdoctorError("--timeout must be positive")
-    modules, target_arg = split_names(args.names)
-    common.refuse_root(args)
-    target = discover(target_arg, args.python, os.environ)
+    modules, args.target = split_names(args.names)
+    target = common.discover_target(args)
 
     def starting(chosen: Sequence[str], python: str) -> None:
         print(inert(probe_report.start_notice(chosen, python, args.timeout)), file=sys.stderr)
@@ -102,9 +100,14 @@ def run(args: argparse.Namespace) -> int:
         finished=finished,
     )
     shown = filter_findings(result.findings, args.select, args.ignore, args.all)
-    if args.json:
-        common.write(probe_report.render_json(result, shown, target_dict(target)))
-    else:
-        color = common.use_color(args)
-        common.write(probe_report.render_text(result, shown, verbose=args.verbose, color=color))
+    color = common.use_color(args)
+    common.write_formats(
+        args,
+        {
+            "text": lambda: probe_report.render_text(
+                result, shown, verbose=args.verbose, color=color
+            ),
+            "json": lambda: probe_report.render_json(result, shown, target_dict(target)),
+        },
+    )
     return common.exit_code(shown, args.fail_on)

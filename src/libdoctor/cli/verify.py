@@ -109,29 +109,27 @@ def sync_options(args: argparse.Namespace) -> SyncOptions:
 def run(args: argparse.Namespace) -> int:
     from libdoctor.analysis.lock import verify_lock
     from libdoctor.analysis.run import CheckOptions
-    from libdoctor.findings import Severity
     from libdoctor.report import lock as lock_report
     from libdoctor.report.json import target_dict
 
-    target = common.discover_target(args)
     options = CheckOptions(deep=args.deep, cache_dir=common.hash_cache_dir(args))
     progress = bar.bytes_factory(args.deep and bar.wanted(args) and args.format == "text")
+    target = common.discover_target(args)
     report = verify_lock(
         target, args.lock, options, progress, sync_options(args), args.allow_include
     )
-    order = {s: i for i, s in enumerate(sorted(Severity, reverse=True))}
-    findings = sorted(report.check.findings, key=lambda f: order[f.severity])
-    if args.format == "sarif":
-        from libdoctor.report import sarif
-
-        common.write(
-            sarif.render(findings, target.prefix, fallback=os.path.abspath(report.lock.path))
-        )
-    elif args.json:
-        common.write(lock_report.render_json(report, findings, target_dict(target)))
-    else:
-        text = lock_report.render_text(
-            report, findings, color=common.use_color(args), verbose=args.verbose
-        )
-        common.write(text)
+    findings = common.most_severe_first(report.check.findings)
+    color = common.use_color(args)
+    common.write_formats(
+        args,
+        {
+            "text": lambda: lock_report.render_text(
+                report, findings, color=color, verbose=args.verbose
+            ),
+            "json": lambda: lock_report.render_json(report, findings, target_dict(target)),
+            "sarif": lambda: common.sarif_report(
+                findings, target.prefix, fallback=os.path.abspath(report.lock.path)
+            ),
+        },
+    )
     return common.exit_code(findings, "warning")
