@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from libdoctor.loader.system import LoaderSystem, probe_loader_system
 from support.caches import KEY_OLD, Caches, holding, make_caches
 from support.checkdoc import Doc, check_ok
 from support.conflicts import ConflictWheels, build_conflict_wheels
@@ -90,6 +91,15 @@ def healthy(module_venv: VenvFactory, seed: SeedWheels) -> Venv:
 
 
 @pytest.fixture(scope="module")
+def seed_venv(module_venv: VenvFactory, seed: SeedWheels) -> Venv:
+    """The seed: cudnn-b installed over cudnn-a (pip overwrote its files without a word)."""
+    venv = module_venv("seed")
+    pip_install(venv, seed.cudnn_a, seed.torchlike)
+    pip_install(venv, seed.cudnn_b)
+    return venv
+
+
+@pytest.fixture(scope="module")
 def phantom(module_venv: VenvFactory, seed: SeedWheels) -> Venv:
     """cudnn-b installed over cudnn-a, then uninstalled: cudnn-a's library is gone."""
     venv = module_venv("phantom")
@@ -97,6 +107,15 @@ def phantom(module_venv: VenvFactory, seed: SeedWheels) -> Venv:
     pip_install(venv, seed.cudnn_b)
     pip_uninstall(venv, "cudnn-b")
     return venv
+
+
+@pytest.fixture(scope="module")
+def system() -> LoaderSystem:
+    """This machine's loader facts (ld.so's search dirs, hwcaps, cache), read once a module."""
+    found = probe_loader_system()
+    if found.problems:
+        pytest.skip(f"loader facts not readable here: {found.problems}")
+    return found
 
 
 @pytest.fixture(scope="module")
