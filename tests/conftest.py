@@ -16,6 +16,7 @@ from libdoctor.loader.system import LoaderSystem, probe_loader_system
 from support.caches import KEY_OLD, Caches, holding, make_caches
 from support.checkdoc import Doc, check_ok
 from support.conflicts import ConflictWheels, build_conflict_wheels
+from support.libchain import ChainEnv, build_chain_env
 from support.repairs import Cli
 from support.seed import SeedWheels, build_seed_wheels
 from support.venvs import (
@@ -116,6 +117,15 @@ def system() -> LoaderSystem:
     if found.problems:
         pytest.skip(f"loader facts not readable here: {found.problems}")
     return found
+
+
+@pytest.fixture(scope="session")
+def chain_env(venv_template: Venv, tmp_path_factory: pytest.TempPathFactory) -> ChainEnv:
+    """A library chain and a system image (``support.libchain``), read by the analysis tests
+    of ``why``, ``tree`` and the system owners: built once a session, never changed."""
+    root = tmp_path_factory.mktemp("chain")
+    venv = VenvFactory(venv_template, root / "venvs")("chainy")
+    return build_chain_env(venv, WheelFactory(root / "wheels"), root)
 
 
 @pytest.fixture(scope="module")
