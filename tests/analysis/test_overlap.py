@@ -19,7 +19,6 @@ from libdoctor.disk.hashing import NATIVE_PART, HashCache, HashJob, HashStats, h
 from libdoctor.disk.stat import RealDisk
 from libdoctor.environment.model import build_environment
 from libdoctor.environment.paths import NATIVE_ROWS
-from libdoctor.environment.target import discover
 from support.dists import env_of
 from support.libchain import ChainEnv
 from support.wheels import record_hash
@@ -30,7 +29,7 @@ TARGET = env_of().target
 def test_the_native_model_has_every_distribution_and_only_shared_object_rows(
     chain_env: ChainEnv,
 ) -> None:
-    target = discover(str(chain_env.venv.path), None, {})
+    target = chain_env.target
     full, native = build_environment(target), native_model(target)
     assert [d.key for d in native.distributions] == [d.key for d in full.distributions]
     assert set(native.claims) == {p for p in full.claims if NATIVE_ROWS in p}

@@ -16,14 +16,12 @@ import pytest
 
 from libdoctor.analysis.libraries import Provider, SystemOwners, analyse_libraries, system_owners
 from libdoctor.environment.ospackages import SystemPackage, SystemPackages
-from libdoctor.environment.target import discover
 from libdoctor.loader.model import Resolution
 from support.libchain import ChainEnv
 
 
 def resolutions(chain: ChainEnv, environ: dict[str, str]) -> tuple[SystemPackages, SystemOwners]:
-    target = discover(str(chain.venv.path), None, {})
-    analysis, _ = analyse_libraries(target, environ, "/")
+    analysis, _ = analyse_libraries(chain.target, environ, "/")
     found: list[Resolution] = [r for c in analysis.closures() for r in c.resolutions]
     packages = SystemPackages(root=str(chain.image), rpm=None)
     return packages, system_owners(analysis.env, found, packages)

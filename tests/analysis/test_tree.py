@@ -15,35 +15,20 @@ from libdoctor.analysis.tree import chain_to, dependency_tree, failing_imports, 
 from libdoctor.disk.stat import RealDisk
 from libdoctor.environment.model import build_environment
 from libdoctor.environment.ospackages import SystemPackages
-from libdoctor.environment.target import Target, discover
 from libdoctor.errors import LibdoctorError
-from libdoctor.loader.extensions import LibraryAnalysis
 from support.libchain import ChainEnv
-
-
-@pytest.fixture(scope="module")
-def target(chain_env: ChainEnv) -> Target:
-    return discover(str(chain_env.venv.path), None, {})
-
-
-@pytest.fixture(scope="module")
-def analysis(target: Target, chain_env: ChainEnv) -> LibraryAnalysis:
-    return analyse_libraries(target, chain_env.environ, "/")[0]
-
 
 # --------------------------------------------------------------------------- the root
 
 
-def test_a_dotted_name_is_the_extension_module_python_would_import(
-    analysis: LibraryAnalysis, chain_env: ChainEnv
-) -> None:
-    assert find_root(analysis, "chainy._C") == str(chain_env.module("_C"))
-    assert find_root(analysis, "chainy._other") == str(chain_env.module("_other"))
+def test_a_dotted_name_is_the_extension_module_python_would_import(chain_env: ChainEnv) -> None:
+    assert find_root(chain_env.analysis, "chainy._C") == str(chain_env.module("_C"))
+    assert find_root(chain_env.analysis, "chainy._other") == str(chain_env.module("_other"))
 
 
-def test_a_path_is_taken_as_it_is(analysis: LibraryAnalysis, chain_env: ChainEnv) -> None:
+def test_a_path_is_taken_as_it_is(chain_env: ChainEnv) -> None:
     library = chain_env.libs / "libplugin.so.6"  # a library, not a module: still a file
-    assert find_root(analysis, str(library)) == str(library)
+    assert find_root(chain_env.analysis, str(library)) == str(library)
 
 
 @pytest.mark.parametrize(
@@ -53,25 +38,23 @@ def test_a_path_is_taken_as_it_is(analysis: LibraryAnalysis, chain_env: ChainEnv
         ("chainy", "no extension module chainy in "),  # a package is no extension module
     ],
 )
-def test_a_name_no_module_answers_is_refused(
-    analysis: LibraryAnalysis, word: str, says: str
-) -> None:
+def test_a_name_no_module_answers_is_refused(chain_env: ChainEnv, word: str, says: str) -> None:
     with pytest.raises(LibdoctorError, match=f"^{says}"):
-        find_root(analysis, word)
+        find_root(chain_env.analysis, word)
 
 
-def test_a_directory_is_no_root(analysis: LibraryAnalysis, chain_env: ChainEnv) -> None:
+def test_a_directory_is_no_root(chain_env: ChainEnv) -> None:
     with pytest.raises(LibdoctorError, match=r"is not a file$"):
-        find_root(analysis, str(chain_env.libs))
+        find_root(chain_env.analysis, str(chain_env.libs))
 
 
 # --------------------------------------------------------------------------- the chain
 
 
 def test_the_chain_runs_from_the_module_to_the_object_that_needs_the_library(
-    analysis: LibraryAnalysis, chain_env: ChainEnv
+    chain_env: ChainEnv,
 ) -> None:
-    (closure,) = [c for c in analysis.modules if c.root == str(chain_env.module("_C"))]
+    (closure,) = [c for c in chain_env.analysis.modules if c.root == str(chain_env.module("_C"))]
     chain = chain_to(closure, "libabsent.so.9")
     assert chain is not None
     assert [p.rsplit("/", 1)[-1] for p in chain] == [
@@ -82,19 +65,15 @@ def test_the_chain_runs_from_the_module_to_the_object_that_needs_the_library(
     assert chain[0] == closure.root
 
 
-def test_a_library_the_module_itself_asks_for_is_a_chain_of_one(
-    target: Target, chain_env: ChainEnv
-) -> None:
+def test_a_library_the_module_itself_asks_for_is_a_chain_of_one(chain_env: ChainEnv) -> None:
     """Without the caller's LD_LIBRARY_PATH, _C's own request for libsys.so.1 fails."""
-    analysis, _ = analyse_libraries(target, {}, "/")
+    analysis, _ = analyse_libraries(chain_env.target, {}, "/")
     (closure,) = [c for c in analysis.modules if c.root == str(chain_env.module("_C"))]
     assert chain_to(closure, "libsys.so.1") == (closure.root,)
 
 
-def test_no_chain_to_a_library_that_is_found_or_never_asked_for(
-    analysis: LibraryAnalysis,
-) -> None:
-    closure = analysis.modules[0]
+def test_no_chain_to_a_library_that_is_found_or_never_asked_for(chain_env: ChainEnv) -> None:
+    closure = chain_env.analysis.modules[0]
     assert chain_to(closure, "libmid.so.1") is None  # found
     assert chain_to(closure, "libunheard.so.1") is None
 
@@ -102,9 +81,9 @@ def test_no_chain_to_a_library_that_is_found_or_never_asked_for(
 # --------------------------------------------------------------------------- the tree
 
 
-def test_the_tree_of_a_module_with_its_system_packages(target: Target, chain_env: ChainEnv) -> None:
+def test_the_tree_of_a_module_with_its_system_packages(chain_env: ChainEnv) -> None:
     packages = SystemPackages(root=str(chain_env.image), rpm=None)
-    tree = dependency_tree(target, "chainy._C", chain_env.environ, "/", packages=packages)
+    tree = dependency_tree(chain_env.target, "chainy._C", chain_env.environ, "/", packages=packages)
     assert tree.root == str(chain_env.module("_C"))
     assert not tree.ok  # libabsent.so.9
     owner = tree.system.owner(str(chain_env.image / "usr/lib/x/libsys.so.1"))
@@ -117,8 +96,9 @@ def test_the_tree_of_a_module_with_its_system_packages(target: Target, chain_env
 
 
 def test_failing_imports_name_each_module_that_fails_on_a_library_up_to_a_limit(
-    target: Target, chain_env: ChainEnv
+    chain_env: ChainEnv,
 ) -> None:
+    target = chain_env.target
     env = build_environment(target)
     disk = RealDisk(target.root)
     context = loader_context(chain_env.environ, "/", target)

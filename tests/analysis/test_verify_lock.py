@@ -16,7 +16,7 @@ import pytest
 from libdoctor.analysis.lock import LockReport, verify_lock
 from libdoctor.analysis.run import CheckOptions
 from libdoctor.environment.lockfile import LockfileError
-from libdoctor.environment.target import Target, discover
+from libdoctor.environment.target import Target
 from support.libchain import ChainEnv
 
 LOCK = """\
@@ -28,7 +28,7 @@ ldt-ancient==1.0 ; python_version < "3"
 
 @pytest.fixture(scope="module")
 def target(chain_env: ChainEnv) -> Target:
-    return discover(str(chain_env.venv.path), None, {})
+    return chain_env.target
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,12 @@ and the join of a library to the system package that owns or would provide it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
+from libdoctor.analysis.libraries import analyse_libraries
+from libdoctor.environment.target import Target, discover
+from libdoctor.loader.extensions import LibraryAnalysis
 from support.cc import lib_bytes, require_gcc
 from support.venvs import Venv, pip_install
 from support.wheels import WheelFactory, extension_suffix
@@ -52,6 +56,15 @@ class ChainEnv:
     def environ(self) -> dict[str, str]:
         """The caller's environment: the image's library directory on LD_LIBRARY_PATH."""
         return {"LD_LIBRARY_PATH": str(self.image / SYSDIR)}
+
+    @cached_property
+    def target(self) -> Target:
+        return discover(str(self.venv.path), None, {})
+
+    @cached_property
+    def analysis(self) -> LibraryAnalysis:
+        """The loader's view of the env with ``environ``, from ``/`` (read, never changed)."""
+        return analyse_libraries(self.target, self.environ, "/")[0]
 
 
 def build_chain_env(venv: Venv, make_wheel: WheelFactory, scratch: Path) -> ChainEnv:
