@@ -37,10 +37,6 @@ from support.wheels import WheelFactory
 Doc = dict[str, Any]
 
 
-def canon(name: str) -> str:
-    return name.lower().replace("_", "-")
-
-
 def new_findings(doc: Doc, code: str) -> list[Doc]:
     return [f for f in doc["plan"]["new_findings"] if f["code"] == code]
 
