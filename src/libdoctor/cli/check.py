@@ -54,20 +54,22 @@ def run(args: argparse.Namespace) -> int:
         reuse=args.html is None and args.format != "html",  # HTML draws from the model
     )
     common.keep_until_exit(report)
+    from libdoctor.document import target_dict  # parent alone needs them
     from libdoctor.report import check as check_report  # after the check's fork: the
-    from libdoctor.report.json import target_dict  # parent alone needs them
 
     run = report.run
     assert run is not None
-    shown = report.findings
+    shown, diagnosis = report.findings, report.diagnosis
     common.write_formats(
         args,
         {
             "text": lambda: check_report.render_text(
-                run, shown, color=common.use_color(args), verbose=args.verbose
+                run, diagnosis, color=common.use_color(args), verbose=args.verbose
             ),
-            "json": lambda: check_report.render_json(run, shown, target_dict(report.target)),
-            "html": lambda: check_report.render_html(run, shown, failing_imports(args, run, shown)),
+            "json": lambda: check_report.render_json(run, diagnosis, target_dict(report.target)),
+            "html": lambda: check_report.render_html(
+                run, diagnosis, failing_imports(args, run, shown)
+            ),
             "sarif": lambda: sarif_report(shown, report.target.prefix),
         },
     )

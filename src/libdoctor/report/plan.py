@@ -12,12 +12,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from libdoctor.analysis.shown import shown_by_default
 from libdoctor.checks.wording import plural
 from libdoctor.environment.installers import InstallerOptions
 from libdoctor.environment.paths import display
 from libdoctor.repair.run import step_argv
 from libdoctor.report import json as json_report
-from libdoctor.report.shown import shown
 from libdoctor.report.text import PATHS_SHOWN, Line, finding_lines, to_string
 from libdoctor.version import __version__
 
@@ -32,7 +32,11 @@ _NO_OPTIONS = InstallerOptions()
 
 def visible(plan: Plan) -> Plan:
     """The plan as the user sees it: codes hidden by default (like check) left out."""
-    return replace(plan, new=tuple(shown(plan.new)), resolved=tuple(shown(plan.resolved)))
+    return replace(
+        plan,
+        new=tuple(shown_by_default(plan.new)),
+        resolved=tuple(shown_by_default(plan.resolved)),
+    )
 
 
 def plan_json(plan: Plan, target: Mapping[str, Any]) -> str:

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from libdoctor.document import dumps
 from libdoctor.findings import CODES, Finding, Severity
-from libdoctor.report.json import dumps
 from libdoctor.report.text import inert
 from libdoctor.version import __version__
 

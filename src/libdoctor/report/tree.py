@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from libdoctor.document import envelope
 from libdoctor.environment.paths import display
 from libdoctor.report.libraries import (
     owner_label,
@@ -31,27 +32,28 @@ if TYPE_CHECKING:
 def tree_json(tree: DependencyTree, target: Mapping[str, Any]) -> str:
     return (
         json.dumps(
-            {
-                "schema_version": 1,
-                "root": display(tree.root),
-                "root_error": tree.closure.root_error,
-                "target": target,
-                "libraries": [
-                    resolution_dict(tree.env, res, tree.system)
-                    for res in tree.closure.resolutions
-                    if res.kind == "needed"
-                ]
-                + [
-                    {**resolution_dict(tree.env, res, tree.system), "runtime": True}
-                    for closure in tree.runtime
-                    for res in closure.resolutions[:1]
-                ],
-                **(
-                    {"already_loaded": {n: b.evidence() for n, b in tree.before.items()}}
-                    if tree.before
-                    else {}
-                ),
-            },
+            envelope(
+                {
+                    "root": display(tree.root),
+                    "root_error": tree.closure.root_error,
+                    "target": target,
+                    "libraries": [
+                        resolution_dict(tree.env, res, tree.system)
+                        for res in tree.closure.resolutions
+                        if res.kind == "needed"
+                    ]
+                    + [
+                        {**resolution_dict(tree.env, res, tree.system), "runtime": True}
+                        for closure in tree.runtime
+                        for res in closure.resolutions[:1]
+                    ],
+                    **(
+                        {"already_loaded": {n: b.evidence() for n, b in tree.before.items()}}
+                        if tree.before
+                        else {}
+                    ),
+                }
+            ),
             indent=2,
         )
         + "\n"
