@@ -10,15 +10,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from libdoctor.findings import Finding, Severity, count_by_severity, json_safe
 from libdoctor.version import __version__
 
-if TYPE_CHECKING:
-    from libdoctor.environment.target import Target
-
 SCHEMA_VERSION = 1
+
+
+class Chosen(Protocol):
+    """What a document says of its target (``environment.target.Target`` is one)."""
+
+    @property
+    def prefix(self) -> str: ...
+    @property
+    def python(self) -> str | None: ...
+    @property
+    def site_packages(self) -> tuple[str, ...]: ...
+    @property
+    def chosen_by(self) -> str: ...
 
 
 def envelope(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -66,7 +76,7 @@ def dumps(document: Mapping[str, Any]) -> str:
     return json.dumps(document, indent=2).replace("\x7f", "\\u007f") + "\n"
 
 
-def target_dict(target: Target) -> dict[str, Any]:
+def target_dict(target: Chosen) -> dict[str, Any]:
     """The document's ``target``: which environment, and why that one."""
     return {
         "prefix": target.prefix,

@@ -57,7 +57,8 @@ def render_json(report: Report, diagnosis: Diagnosis, target: Mapping[str, Any])
     from libdoctor.analysis.shown import check_document
     from libdoctor.document import dumps
 
-    return dumps(check_document(report, diagnosis, target))
+    document = check_document(report, diagnosis, target)
+    return dumps(document)
 
 
 def render_html(report: Report, diagnosis: Diagnosis, failing: Sequence[FailingImport] = ()) -> str:
