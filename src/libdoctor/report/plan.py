@@ -117,8 +117,8 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
             }
             for o in plan.overwrites
         ],
-        "new_findings": [json_report.finding_dict(f) for f in plan.new],
-        "resolved_findings": [json_report.finding_dict(f) for f in plan.resolved],
+        "new_findings": [f.to_json() for f in plan.new],
+        "resolved_findings": [f.to_json() for f in plan.resolved],
         "safe_sequence": _sequence_dict(plan),
         "notes": list(plan.notes),
     }
@@ -130,7 +130,7 @@ def _sequence_dict(plan: Plan) -> dict[str, Any] | None:
     return {
         "steps": [step_dict(s) for s in (*plan.steps, *plan.repair)],
         "verified": plan.repair_is_safe,
-        "remaining": [json_report.finding_dict(f) for f in plan.after_repair or ()],
+        "remaining": [f.to_json() for f in plan.after_repair or ()],
     }
 
 
