@@ -161,8 +161,8 @@ def render_sarif(
     import json
     import os
 
+    from libdoctor.document import dumps
     from libdoctor.report import sarif
-    from libdoctor.report.json import dumps
 
     directory = os.path.dirname(os.path.abspath(plan.lock.path))
     if root is not None and not os.path.relpath(directory, root).startswith(os.pardir):

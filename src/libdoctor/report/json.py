@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from libdoctor.document import dumps, findings_document, target_dict
-from libdoctor.findings import Finding, Fix
+from libdoctor.findings import Finding
 
-__all__ = ["dumps", "finding_dict", "fix_dict", "render", "target_dict"]
+__all__ = ["dumps", "finding_dict", "render", "target_dict"]
 
 
 def render(
@@ -28,10 +28,6 @@ def render(
     )
 
 
-# The write path's reports name these; they are the values' own ``to_json``.
+# The write path's report names it; it is the finding's own ``to_json``.
 def finding_dict(finding: Finding) -> dict[str, Any]:
     return finding.to_json()
-
-
-def fix_dict(fix: Fix) -> dict[str, Any]:
-    return fix.to_json()
