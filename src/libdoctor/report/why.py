@@ -7,12 +7,11 @@ usual answer to "why is this not found" is "it was never looked for there".
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from libdoctor.document import envelope
+from libdoctor.document import dumps, envelope
 from libdoctor.environment.paths import display
 from libdoctor.report.libraries import (
     owner_label,
@@ -64,7 +63,7 @@ def why_json(why: Explanation, target: Mapping[str, Any]) -> str:
         ],
         "findings": [f.to_json() for f in why.findings],
     }
-    return json.dumps(envelope(document), indent=2) + "\n"
+    return dumps(envelope(document))
 
 
 def why_text(why: Explanation) -> str:
