@@ -76,6 +76,20 @@ def dumps(document: Mapping[str, Any]) -> str:
     return json.dumps(document, indent=2).replace("\x7f", "\\u007f") + "\n"
 
 
+class Named(Protocol):
+    """A distribution, a locked package: whatever has a name and a version."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def version(self) -> str | None: ...
+
+
+def named(item: Named) -> dict[str, str | None]:
+    """ITEM as every document names a distribution: ``{"name": ..., "version": ...}``."""
+    return {"name": item.name, "version": item.version}
+
+
 def target_dict(target: Chosen) -> dict[str, Any]:
     """The document's ``target``: which environment, and why that one."""
     return {

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from libdoctor.analysis.shown import shown_by_default
 from libdoctor.checks.wording import plural
+from libdoctor.document import named
 from libdoctor.environment.installers import InstallerOptions
 from libdoctor.environment.paths import display
 from libdoctor.repair.run import step_argv
@@ -22,7 +23,6 @@ from libdoctor.report.text import PATHS_SHOWN, Line, finding_lines, to_string
 from libdoctor.version import __version__
 
 if TYPE_CHECKING:
-    from libdoctor.environment.distributions import Distribution
     from libdoctor.findings import Finding
     from libdoctor.whatif.plan import Plan, Step
 
@@ -63,15 +63,11 @@ def plan_text(plan: Plan, *, verbose: bool, color: bool) -> str:
 # --------------------------------------------------------------------------- JSON
 
 
-def _ref(dist: Distribution) -> dict[str, str]:
-    return {"name": dist.name, "version": dist.version}
-
-
 def step_dict(step: Step, options: InstallerOptions = _NO_OPTIONS) -> dict[str, Any]:
     argv = step_argv(step, options)
     out: dict[str, Any] = {
         "action": step.action,
-        "distribution": {"name": step.name, "version": step.version},
+        "distribution": named(step),
         "argv": list(argv),
         "command": shlex.join(argv),
     }
@@ -91,7 +87,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         "steps": [step_dict(s) for s in plan.steps],
         "removals": [
             {
-                "distribution": _ref(r.dist),
+                "distribution": named(r.dist),
                 "files": list(r.files),
                 "directories": list(r.dirs),
                 "absent": list(r.absent),
@@ -102,8 +98,8 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         "co_owned": [
             {
                 "path": c.path,
-                "removed_with": _ref(c.removed_with),
-                "owners": [_ref(o) for o in c.owners],
+                "removed_with": named(c.removed_with),
+                "owners": [named(o) for o in c.owners],
                 "identical": c.identical,
             }
             for c in plan.co_owned
@@ -112,7 +108,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
             {
                 "path": o.path,
                 "wheel": o.wheel,
-                "owners": [_ref(d) for d in o.owners],
+                "owners": [named(d) for d in o.owners],
                 "identical": o.identical,
             }
             for o in plan.overwrites
