@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from libdoctor.document import SCHEMA_VERSION, envelope, findings_document, tool
+from libdoctor.document import SCHEMA_VERSION, dumps, envelope, findings_document, tool
 from libdoctor.findings import Finding, Severity
 from libdoctor.version import __version__
 
@@ -56,3 +56,9 @@ def test_the_api_report_imports_no_renderer() -> None:
     (report,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Report"]
     imported = {node.module or "" for node in ast.walk(report) if isinstance(node, ast.ImportFrom)}
     assert imported and not any(m.startswith("libdoctor.report") for m in imported)
+
+
+def test_the_layout_writes_no_raw_control_byte() -> None:
+    text = dumps(envelope({"name\x7f": "a\x7f\x1b\udcff"}))
+    assert text.isascii() and not any((c < " " and c != "\n") or c == "\x7f" for c in text)
+    assert text.endswith("}\n")

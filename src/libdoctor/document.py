@@ -71,9 +71,9 @@ def findings_document(
 
 def dumps(document: Mapping[str, Any]) -> str:
     """The layout all of libdoctor's JSON documents share: indented, ending in a newline,
-    ASCII, and no raw control byte: json escapes all but DEL, which can only stand in a
-    string here, so its escape keeps every value exact."""
-    return json.dumps(document, indent=2).replace("\x7f", "\\u007f") + "\n"
+    ASCII, and no raw control byte (json's ASCII output escapes every byte outside
+    ``' '..'~'``, DEL included)."""
+    return json.dumps(document, indent=2) + "\n"
 
 
 class Named(Protocol):
