@@ -1,8 +1,8 @@
 """What a report shows of a run's findings, decided once, before any renderer.
 
-``check``'s findings are filtered (``run.filter_findings``) and grouped by root cause
-(``causes.group_causes``) where its report value is made (``api.check``); the text, the
-JSON, the HTML page and SARIF all render those causes, none groups again. plan, fix and
+``check``'s findings are filtered (``run.filter_findings``, in ``api.check``) and grouped by
+root cause (``Diagnosis``, as ``api.Report`` is made); the text, the JSON and the HTML page
+render those causes, none groups again. plan, fix and
 uninstall compare the findings before and after a change: both sides, and the exit code,
 go through ``shown_by_default``, so a code hidden by default never turns up as new or
 resolved when ``check`` would not have shown it in the first place.
