@@ -64,17 +64,17 @@ def run(args: argparse.Namespace) -> int:
 def renderers(args: argparse.Namespace, report: api.Report) -> dict[str, Callable[[], str]]:
     """The report in each format ``--format`` and ``--html`` choose from, rendered only when
     chosen."""
-    from libdoctor.report import check as check_report  # after the check's fork: the
-    from libdoctor.report.json import target_dict  # parent alone needs them
+    from libdoctor.document import target_dict  # after the check's fork: the
+    from libdoctor.report import check as check_report  # parent alone needs them
 
     run = report.run
     assert run is not None
-    shown = report.findings
+    shown, diagnosis = report.findings, report.diagnosis
     color = common.use_color(args)
     return {
-        "text": lambda: check_report.render_text(run, shown, color=color, verbose=args.verbose),
-        "json": lambda: check_report.render_json(run, shown, target_dict(report.target)),
-        "html": lambda: check_report.render_html(run, shown, failing_imports(args, run, shown)),
+        "text": lambda: check_report.render_text(run, diagnosis, color=color, verbose=args.verbose),
+        "json": lambda: check_report.render_json(run, diagnosis, target_dict(report.target)),
+        "html": lambda: check_report.render_html(run, diagnosis, failing_imports(args, run, shown)),
         "sarif": lambda: common.sarif_report(shown, report.target.prefix),
     }
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from libdoctor.document import named
 from libdoctor.findings import Finding, Severity
 from libdoctor.report.text import TITLE, Line, finding_lines, to_string
+from libdoctor.stack.caches import size_text
 from libdoctor.version import __version__
 
 if TYPE_CHECKING:
@@ -22,18 +24,11 @@ if TYPE_CHECKING:
     from libdoctor.whatif.lock import LockPlan
 
 
-def _size(count: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if count >= scale:
-            return f"{count / scale:.1f} {unit}"
-    return f"{count} B"
-
-
 def cost_line(plan: LockPlan) -> str:
     share = f" ({100 * plan.fetched / plan.size:.3f}%)" if plan.size else ""
     cached = f", {plan.cached} from the cache" if plan.cached else ""
     return (
-        f"read {_size(plan.fetched)} of {_size(plan.size)} of wheels by range{share}: "
+        f"read {size_text(plan.fetched)} of {size_text(plan.size)} of wheels by range{share}: "
         f"{len(plan.wheels)} wheels, {plan.requests} requests{cached}"
     )
 
@@ -108,14 +103,8 @@ def lock_dict(plan: LockPlan) -> dict[str, Any]:
             }
             for w in plan.wheels
         ],
-        "cannot_tell": [
-            {"name": u.package.name, "version": u.package.version, "why": u.why}
-            for u in plan.unplanned
-        ],
-        "excluded": [
-            {"name": e.package.name, "version": e.package.version, "why": e.why}
-            for e in selection.excluded
-        ],
+        "cannot_tell": [{**named(u.package), "why": u.why} for u in plan.unplanned],
+        "excluded": [{**named(e.package), "why": e.why} for e in selection.excluded],
         "extensions": _extensions(plan),
         "synced_with": selection.chosen or None,
         "notes": [*plan.lock.notes, *selection.notes],
@@ -167,8 +156,8 @@ def render_sarif(
     import json
     import os
 
+    from libdoctor.document import dumps
     from libdoctor.report import sarif
-    from libdoctor.report.json import dumps
 
     directory = os.path.dirname(os.path.abspath(plan.lock.path))
     if root is not None and not os.path.relpath(directory, root).startswith(os.pardir):
