@@ -214,13 +214,14 @@ def encoded_snapshot(
 def _change_context(
     target: TargetLike, python: str | None, libraries: bool
 ) -> tuple[Target, LoaderContext | None]:
-    """TARGET found and refused unless a change may write there; the loader's inputs."""
+    """TARGET found and refused unless a change may write there; the loader's inputs (the
+    caller's: a change is never made inside another system's root)."""
     from libdoctor.analysis.run import loader_context
     from libdoctor.repair.apply import refuse_unwritable
 
     found = resolve_target(target, python)
     refuse_unwritable(found)
-    return found, loader_context(dict(os.environ), os.getcwd(), found) if libraries else None
+    return found, loader_context(os.environ, os.getcwd()) if libraries else None
 
 
 def fix(
@@ -244,14 +245,7 @@ def fix(
     step failed and everything was rolled back; ``errors_left`` when errors remain."""
     from libdoctor.disk.stat import RealDisk
     from libdoctor.environment.model import build_environment
-    from libdoctor.repair.apply import (
-        ChangeOptions,
-        FixResult,
-        Progress,
-        apply,
-        command_line,
-        shown,
-    )
+    from libdoctor.repair.apply import ChangeOptions, FixResult, apply, command_line, shown
     from libdoctor.repair.fix import plan_fix
     from libdoctor.repair.verify import local_wheels
 
@@ -267,14 +261,9 @@ def fix(
     fixed = FixResult(found, plan, dry_run, shown(plan.before), shown(plan.predicted))
     if dry_run or not plan.steps or (confirm is not None and not confirm(fixed)):
         return fixed
+    command = command_line("fix", (), found, ())
     outcome = apply(
-        found,
-        plan.steps,
-        options,
-        progress or Progress(),
-        command=command_line("fix", (), found, ()),
-        before=plan.before,
-        libraries=context,
+        found, plan.steps, options, progress, command=command, before=plan.before, libraries=context
     )
     return replace(fixed, outcome=outcome)
 
@@ -312,8 +301,7 @@ def uninstall(
     guarded = GuardedResult(plan, plan.steps_to_run(repair=repair), refusal)
     if refusal is not None or dry_run or (confirm is not None and not confirm(guarded)):
         return guarded
-    command = _guarded_command("uninstall", names, found, repair=repair, force=force)
-    return _run_guarded(guarded, context, command, options, progress)
+    return _run_guarded(guarded, names, context, options, progress, repair=repair, force=force)
 
 
 def install(
@@ -360,8 +348,8 @@ def install(
     _refuse_without_uv(guarded.steps, options.env)
     if confirm is not None and not confirm(guarded):
         return guarded
-    command = _guarded_command("install", request.argv_items(), found, repair=repair, force=force)
-    return _run_guarded(guarded, context, command, options, progress)
+    items = request.argv_items()
+    return _run_guarded(guarded, items, context, options, progress, repair=repair, force=force)
 
 
 def _install_request(items: Sequence[str] | InstallRequest) -> InstallRequest:
@@ -387,32 +375,29 @@ def _refuse_without_uv(steps: Sequence[Step], environ: Mapping[str, str]) -> Non
             raise LibdoctorError(f"the environment was made by uv, and {exc}") from None
 
 
-def _guarded_command(
-    verb: str, items: Sequence[str], target: Target, *, repair: bool, force: bool
-) -> str:
-    from libdoctor.repair.apply import command_line
-
-    return command_line(
-        verb, items, target, ["--repair"] if repair else ["--force"] if force else []
-    )
-
-
 def _run_guarded(
     guarded: GuardedResult,
+    items: Sequence[str],
     libraries: LoaderContext | None,
-    command: str,
     options: ChangeOptions | None,
     progress: Progress | None,
+    *,
+    repair: bool,
+    force: bool,
 ) -> GuardedResult:
-    from libdoctor.repair.apply import ChangeOptions, Progress, apply
+    """The guarded change run; its journal names the command as the user would retype it."""
+    from libdoctor.repair.apply import apply, command_line
 
+    plan = guarded.plan
+    mode = ["--repair"] if repair else ["--force"] if force else []
+    command = command_line(plan.action, items, plan.target, mode)
     outcome = apply(
-        guarded.plan.target,
+        plan.target,
         guarded.steps,
-        options or ChangeOptions(),
-        progress or Progress(),
+        options,
+        progress,
         command=command,
-        before=guarded.plan.before,
+        before=plan.before,
         libraries=libraries,
     )
     return replace(guarded, outcome=outcome)

@@ -49,22 +49,29 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from libdoctor.api import fix
 
-    options = changes.change_options(args)
+    options, progress = changes.change_options(args), changes.progress(args)
+    target = common.discover_target(args)
     fixed = fix(
-        common.discover_target(args),
+        target,
         dry_run=args.dry_run,
         remove_leftovers=args.remove_leftovers,
         libraries=not args.no_libraries,
         options=options,
         confirm=functools.partial(_confirm, args, options.installer),
-        progress=changes.progress(args),
+        progress=progress,
     )
-    outcome = fixed.outcome
-    if outcome is None:  # a dry run, or nothing to repair
-        changes.refuse_unrunnable(fixed.target, fixed.plan.steps)
-        _write(args, fixed, options.installer)
-        return common.exit_code(fixed.predicted, "error")
+    if fixed.outcome is None:  # a dry run, or nothing to repair
+        changes.refuse_unrunnable(target, fixed.plan.steps)
     _write(args, fixed, options.installer)
+    return _exit_code(fixed)
+
+
+def _exit_code(fixed: FixResult) -> int:
+    """Not run: 1 when errors are predicted after the plan. Run: 2 when it was rolled back,
+    1 when errors remain, else 0."""
+    outcome = fixed.outcome
+    if outcome is None:
+        return common.exit_code(fixed.predicted, "error")
     if not outcome.ok:
         return common.EXIT_ERROR
     return common.EXIT_FINDINGS if outcome.errors_left else common.EXIT_OK
@@ -89,7 +96,8 @@ def _write(args: argparse.Namespace, fixed: FixResult, options: InstallerOptions
     from libdoctor.report.fix import fix_json, fix_text
     from libdoctor.report.json import target_dict
 
+    color = common.use_color(args)
     if args.json:
         common.write(fix_json(target_dict(fixed.target), fixed, options))
     else:
-        common.write(fix_text(fixed, options, color=common.use_color(args)))
+        common.write(fix_text(fixed, options, color=color))

@@ -200,8 +200,8 @@ def command_line(verb: str, items: Sequence[str], target: Target, flags: Sequenc
 def apply(
     target: Target,
     steps: Sequence[Step],
-    options: ChangeOptions,
-    progress: Progress,
+    options: ChangeOptions | None = None,
+    progress: Progress | None = None,
     *,
     command: str,
     before: Sequence[Finding],
@@ -210,7 +210,10 @@ def apply(
     """Run STEPS on TARGET with backup, journal and rollback (``run_steps``); after a run that
     went well, prune the older backups and check again. BEFORE: the findings the plan started
     from (all of them); COMMAND: what the journal says ran; LIBRARIES: the loader's inputs for
-    the check after (None: no library checks)."""
+    the check after (None: no library checks). OPTIONS and PROGRESS: the defaults run with
+    the user cache dir and tell nothing."""
+    options = options or ChangeOptions()
+    progress = progress or Progress()
     ticks = progress.count("installing", len(steps), "steps")
     try:
         result = run_steps(
