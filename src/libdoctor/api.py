@@ -241,8 +241,8 @@ def fix(
     installer with a backup before each step and a rollback on any failure, and check again.
     OPTIONS: the installer's index options, where backups go, how many are kept. CONFIRM,
     when given, sees the plan before anything runs and returns whether to run it. PROGRESS:
-    what the run tells as it goes (nothing by default). ``FixResult.outcome.ok`` is False when a
-    step failed and everything was rolled back; ``errors_left`` when errors remain."""
+    what the run tells as it goes (nothing by default). ``outcome.ok`` is False when a step
+    failed and everything was rolled back; ``outcome.errors_left`` when errors remain."""
     from libdoctor.disk.stat import RealDisk
     from libdoctor.environment.model import build_environment
     from libdoctor.repair.apply import ChangeOptions, FixResult, apply, command_line, shown
@@ -282,22 +282,22 @@ def uninstall(
     progress: Progress | None = None,
 ) -> GuardedResult:
     """``pip uninstall NAMES`` on TARGET, guarded: planned first (``plan_uninstall``); when
-    the plan breaks something it is refused (``GuardedResult.refusal``) unless REPAIR (then also
-    reinstall the co-owners whose files it deletes, if the plan proves that safe) or FORCE.
-    Run as ``fix`` runs its steps (OPTIONS, CONFIRM and PROGRESS as there); a deletion
-    outside the target is refused, FORCE or not."""
+    the plan breaks something it is refused (``refusal`` says why) unless REPAIR (then also
+    reinstall the co-owners whose files it deletes, if the plan proves that safe) or FORCE;
+    a deletion outside the target is refused, FORCE or not. Run as ``fix`` runs its steps
+    (OPTIONS, CONFIRM and PROGRESS as there); ``outcome.new_errors`` when it left an error
+    the environment did not have before."""
     from libdoctor.disk.stat import RealDisk
     from libdoctor.environment.model import build_environment
     from libdoctor.repair.apply import GuardedResult
-    from libdoctor.whatif.plan import guard_refusal
-    from libdoctor.whatif.plan import plan_uninstall as plan_it
+    from libdoctor.whatif import plan as whatif
 
     names = [names] if isinstance(names, str) else list(names)
     if not names:
         raise LibdoctorError("uninstall: name at least one distribution")
     found, context = _change_context(target, python, libraries)
-    plan = plan_it(build_environment(found), RealDisk(), names, context)
-    refusal = guard_refusal(plan, repair=repair, force=force)
+    plan = whatif.plan_uninstall(build_environment(found), RealDisk(), names, context)
+    refusal = whatif.guard_refusal(plan, repair=repair, force=force)
     guarded = GuardedResult(plan, plan.steps_to_run(repair=repair), refusal)
     if refusal is not None or dry_run or (confirm is not None and not confirm(guarded)):
         return guarded
@@ -348,8 +348,8 @@ def install(
     _refuse_without_uv(guarded.steps, options.env)
     if confirm is not None and not confirm(guarded):
         return guarded
-    items = request.argv_items()
-    return _run_guarded(guarded, items, context, options, progress, repair=repair, force=force)
+    named = request.argv_items()
+    return _run_guarded(guarded, named, context, options, progress, repair=repair, force=force)
 
 
 def _install_request(items: Sequence[str] | InstallRequest) -> InstallRequest:
@@ -358,10 +358,10 @@ def _install_request(items: Sequence[str] | InstallRequest) -> InstallRequest:
 
     if isinstance(items, InstallRequest):
         return items
-    items = [items] if isinstance(items, str) else list(items)
-    wheels = [i for i in items if i.endswith(".whl") and os.path.isfile(i)]
+    named = [items] if isinstance(items, str) else list(items)
+    wheels = [i for i in named if i.endswith(".whl") and os.path.isfile(i)]
     return InstallRequest(
-        wheels=tuple(wheels), requirements=tuple(i for i in items if i not in wheels)
+        wheels=tuple(wheels), requirements=tuple(i for i in named if i not in wheels)
     )
 
 
@@ -415,10 +415,10 @@ class Backups:
 
 def backups(cache_dir: str | None = None) -> Backups:
     """The backups the changes took, in CACHE_DIR (None: the user cache dir)."""
-    from libdoctor.repair.apply import ChangeOptions
+    from libdoctor.repair.apply import backups_dir
     from libdoctor.repair.journal import scan_backups
 
-    root = ChangeOptions(cache_dir=cache_dir).backups
+    root = backups_dir(cache_dir)
     found, damaged = scan_backups(root)
     return Backups(root, tuple(found), tuple(damaged))
 
@@ -435,9 +435,8 @@ def restore(
     failed run left to restore. Only the run's own change is undone; what else changed is
     left alone (``left_alone``). When someone changed the run's own paths after it ended,
     nothing is done (``refused``) unless YES. ``RestoreResult.ok``: restored and verified."""
-    from libdoctor.repair.apply import ChangeOptions
+    from libdoctor.repair.apply import backups_dir
     from libdoctor.repair.journal import locate
     from libdoctor.repair.rollback import restore as put_back
 
-    root = ChangeOptions(cache_dir=cache_dir).backups
-    return put_back(locate(root, backup), dry_run=dry_run, yes=yes)
+    return put_back(locate(backups_dir(cache_dir), backup), dry_run=dry_run, yes=yes)

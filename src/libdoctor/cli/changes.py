@@ -2,10 +2,12 @@
 predicts).
 
 They pass the same index options through to the target's installer, keep backups and
-downloads under one cache directory, ask before writing, and run their steps the same way:
-a backup before each step, a rollback on failure, then every check again. The guarded two,
-``uninstall`` and ``install``, also share their options and their flow: plan, refuse or show,
-run, report. Keeping that here keeps each command module a plain parse, call, render, exit.
+downloads under one cache directory (``change_options``), show the run's progress on stderr
+(``progress``) and ask before writing; the run itself (a backup before each step, a rollback
+on failure, then every check again) is the core's, through the API (``repair.apply``). The
+guarded two, ``uninstall`` and ``install``, also share their flow: plan, refuse or show, run,
+report (``ready``, ``answer``). Keeping that here keeps each command module a plain parse,
+call, render, exit.
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ __all__ = [
     "Progress",
     "Ticks",
     "apply",
+    "backups_dir",
     "command_line",
     "refuse_unwritable",
     "shown",
@@ -72,17 +73,27 @@ class ChangeOptions:
 
     @property
     def cache(self) -> str:
-        from libdoctor.disk.hashing import default_cache_dir
-
-        return os.path.abspath(self.cache_dir or default_cache_dir())
+        return _cache(self.cache_dir)
 
     @property
     def backups(self) -> str:
-        return backup_root(self.cache)
+        return backups_dir(self.cache_dir)
 
     @property
     def env(self) -> Mapping[str, str]:
         return os.environ if self.environ is None else self.environ
+
+
+def _cache(cache_dir: str | None) -> str:
+    from libdoctor.disk.hashing import default_cache_dir
+
+    return os.path.abspath(cache_dir or default_cache_dir())
+
+
+def backups_dir(cache_dir: str | None) -> str:
+    """Where the changes keep their backups: ``<CACHE_DIR>/backups``; with None, in the user
+    cache dir."""
+    return backup_root(_cache(cache_dir))
 
 
 class Ticks(Protocol):
@@ -98,7 +109,7 @@ def _silent(_text: str) -> None:
     pass
 
 
-def _uncounted(_label: str, _total: int, unit: str) -> Ticks | None:
+def _uncounted(_label: str, _total: int, _unit: str) -> Ticks | None:
     return None
 
 
@@ -118,7 +129,7 @@ class Outcome:
     """A change that ran. BEFORE and AFTER: the findings as ``check`` shows them (AFTER is
     None when it was rolled back); DIFF: what the change resolved, added and kept of them.
     NEW_ERRORS: the change left an error (shown or not) the findings before did not have.
-    PRUNED: the older backups removed after it, KEEP the number kept."""
+    PRUNED: the older backups of the target removed after it."""
 
     run: RunResult
     before: tuple[Finding, ...]
@@ -126,7 +137,6 @@ class Outcome:
     diff: FindingDiff | None
     new_errors: bool
     pruned: tuple[BackupInfo, ...] = ()
-    keep: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -240,7 +250,7 @@ def apply(
         progress.notify(f"pruned backup {info.id} (the newest {keep} are kept)")
     checkpoint("recheck")
     after = run_checks(build_environment(target), RealDisk(), None, libraries)
-    return _compared(result, before, after, pruned, keep)
+    return _compared(result, before, after, pruned)
 
 
 def _compared(
@@ -248,7 +258,6 @@ def _compared(
     before: Sequence[Finding],
     after: Sequence[Finding],
     pruned: tuple[BackupInfo, ...],
-    keep: int,
 ) -> Outcome:
     """The findings before and after, shown and diffed once, for every report of the run."""
     seen_before, seen_after = shown(before), shown(after)
@@ -260,7 +269,6 @@ def _compared(
         diff_findings(seen_before, seen_after),
         new_errors=bool(diff_findings(before, errors).new),
         pruned=pruned,
-        keep=keep,
     )
 
 
