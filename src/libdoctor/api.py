@@ -217,7 +217,7 @@ def _change_context(
     """TARGET found and refused unless a change may write there; the loader's inputs (the
     caller's: a change is never made inside another system's root)."""
     from libdoctor.analysis.run import loader_context
-    from libdoctor.repair.apply import refuse_unwritable
+    from libdoctor.repair.scope import refuse_unwritable
 
     found = resolve_target(target, python)
     refuse_unwritable(found)

@@ -61,7 +61,7 @@ def _libdoctor() -> tuple[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     from libdoctor.repair import guard
-    from libdoctor.repair.apply import refuse_unwritable
+    from libdoctor.repair.scope import refuse_unwritable
 
     python, source = _libdoctor()
     if args.guard_action == "shell" or getattr(args, "eval", False):

@@ -21,12 +21,10 @@ from libdoctor.disk.stat import RealDisk
 from libdoctor.environment.installers import InstallerOptions, Notify
 from libdoctor.environment.model import build_environment
 from libdoctor.environment.process import checkpoint
-from libdoctor.errors import LibdoctorError
 from libdoctor.findings import Finding, Severity
 from libdoctor.repair.backup import backup_root
 from libdoctor.repair.retention import keep_count, prune
 from libdoctor.repair.run import RunResult, run_steps
-from libdoctor.repair.scope import write_refusal
 from libdoctor.whatif.plan import FindingDiff, Plan, Step, diff_findings
 
 if TYPE_CHECKING:
@@ -45,7 +43,6 @@ __all__ = [
     "apply",
     "backups_dir",
     "command_line",
-    "refuse_unwritable",
     "shown",
 ]
 
@@ -190,14 +187,6 @@ def shown(findings: Sequence[Finding]) -> tuple[Finding, ...]:
     """The findings ``check`` shows without ``--all``: a report about a change compares
     these, so a code hidden by default never turns up as new or resolved."""
     return tuple(filter_findings(findings, None, frozenset(), False))
-
-
-def refuse_unwritable(target: Target) -> None:
-    """A one-line error for a target no change may write to: ``/``, ``/usr``, or a directory
-    without installed distributions."""
-    why = write_refusal(target.prefix, [s.path for s in target.site_dirs if not s.inherited])
-    if why is not None:
-        raise LibdoctorError(why)
 
 
 def command_line(verb: str, items: Sequence[str], target: Target, flags: Sequence[str]) -> str:
