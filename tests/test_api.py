@@ -220,6 +220,11 @@ def test_install_then_uninstall(
     assert isinstance(installed, libdoctor.GuardedResult) and installed.outcome is not None
     assert installed.outcome.ok and not installed.outcome.new_errors
     assert "apinew" in installed_names(venv.site_packages)
+    clash = make_wheel("apiclash", "1.0", {"apinew/__init__.py": b"X = 2\n"})
+    refused = libdoctor.install(venv.path, [str(clash)], options=options)
+    assert refused.outcome is None and refused.refusal is not None
+    assert refused.refusal.startswith("refused: the install breaks 1 thing(s)")
+    assert "apiclash" not in installed_names(venv.site_packages)
     removed = libdoctor.uninstall(venv.path, "apinew", options=options)
     assert removed.refusal is None and removed.outcome is not None and removed.outcome.ok
     assert "apinew" not in installed_names(venv.site_packages)
