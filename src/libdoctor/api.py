@@ -1,17 +1,19 @@
-"""The Python API: ``check``, ``plan_uninstall`` and ``snapshot`` as values, never printed.
+"""The Python API: ``check``, ``plan_uninstall`` and ``snapshot`` as values, never printed;
+``fix``, ``uninstall``, ``install`` and ``restore``, the changes, with backup and rollback.
 
-The CLI's ``check``, ``plan uninstall`` and ``snapshot`` are thin clients of these. Nothing
-here prints or exits; a failure is a ``LibdoctorError`` with a one-line message. ``import
-libdoctor`` reaches this module lazily (``libdoctor.__getattr__``), so importing the package
-stays cheap and the analysis stack loads on the first call.
+The CLI's commands are thin clients of these. Nothing here prints or exits; a failure is a
+``LibdoctorError`` with a one-line message. What a change tells as it goes is handed to the
+callables of a ``Progress``, and ``confirm`` (when given) sees a change's plan before anything
+runs. ``import libdoctor`` reaches this module lazily (``libdoctor.__getattr__``), so
+importing the package stays cheap and the analysis stack loads on the first call.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +26,12 @@ if TYPE_CHECKING:
     from libdoctor.analysis.snapshot import Snapshot
     from libdoctor.disk.hashing import ProgressFactory
     from libdoctor.findings import Finding
-    from libdoctor.whatif.plan import Plan
+    from libdoctor.loader.extensions import LoaderContext
+    from libdoctor.repair.apply import ChangeOptions, FixResult, GuardedResult, Progress
+    from libdoctor.repair.journal import BackupInfo
+    from libdoctor.repair.rollback import RestoreResult
+    from libdoctor.whatif.plan import Plan, Step
+    from libdoctor.whatif.request import InstallRequest
 
 TargetLike = str | os.PathLike[str] | Target | None
 
@@ -208,3 +215,237 @@ def encoded_snapshot(
         environ=os.environ,
         progress=progress,
     )
+
+
+# --------------------------------------------------------------------------- changes
+
+
+def _change_context(
+    target: TargetLike, python: str | None, libraries: bool
+) -> tuple[Target, LoaderContext | None]:
+    """TARGET found and refused unless a change may write there; the loader's inputs (the
+    caller's: a change is never made inside another system's root)."""
+    from libdoctor.analysis.run import loader_context
+    from libdoctor.repair.scope import refuse_unwritable
+
+    found = resolve_target(target, python)
+    refuse_unwritable(found)
+    return found, loader_context(os.environ, os.getcwd()) if libraries else None
+
+
+def fix(
+    target: TargetLike = None,
+    *,
+    python: str | None = None,
+    dry_run: bool = False,
+    remove_leftovers: bool = False,
+    libraries: bool = True,
+    options: ChangeOptions | None = None,
+    confirm: Callable[[FixResult], bool] | None = None,
+    progress: Progress | None = None,
+) -> FixResult:
+    """``libdoctor fix`` on TARGET: plan the reinstalls that repair what ``check`` finds (at
+    the installed versions, ``--no-deps``; with REMOVE_LEFTOVERS also the uninstall of
+    leftovers the plan proves safe), then, unless DRY_RUN, run them through the target's own
+    installer with a backup before each step and a rollback on any failure, and check again.
+    OPTIONS: the installer's index options, where backups go, how many are kept. CONFIRM,
+    when given, sees the plan before anything runs and returns whether to run it. PROGRESS:
+    what the run tells as it goes (nothing by default). ``outcome.ok`` is False when a step
+    failed and everything was rolled back; ``outcome.errors_left`` when errors remain."""
+    from libdoctor.disk.stat import RealDisk
+    from libdoctor.environment.model import build_environment
+    from libdoctor.repair.apply import ChangeOptions, FixResult, apply, command_line, shown
+    from libdoctor.repair.fix import plan_fix
+    from libdoctor.repair.verify import local_wheels
+
+    options = options or ChangeOptions()
+    found, context = _change_context(target, python, libraries)
+    plan = plan_fix(
+        build_environment(found),
+        RealDisk(),
+        remove_leftovers=remove_leftovers,
+        libraries=context,
+        wheels=local_wheels(options.installer.find_links),
+    )
+    fixed = FixResult(found, plan, dry_run, shown(plan.before), shown(plan.predicted))
+    if dry_run or not plan.steps or (confirm is not None and not confirm(fixed)):
+        return fixed
+    command = command_line("fix", (), found, ())
+    outcome = apply(
+        found, plan.steps, options, progress, command=command, before=plan.before, libraries=context
+    )
+    return replace(fixed, outcome=outcome)
+
+
+def uninstall(
+    target: TargetLike,
+    names: Sequence[str],
+    *,
+    python: str | None = None,
+    repair: bool = False,
+    force: bool = False,
+    dry_run: bool = False,
+    libraries: bool = True,
+    options: ChangeOptions | None = None,
+    confirm: Callable[[GuardedResult], bool] | None = None,
+    progress: Progress | None = None,
+) -> GuardedResult:
+    """``pip uninstall NAMES`` on TARGET, guarded: planned first (``plan_uninstall``); when
+    the plan breaks something it is refused (``refusal`` says why) unless REPAIR (then also
+    reinstall the co-owners whose files it deletes, if the plan proves that safe) or FORCE;
+    a deletion outside the target is refused, FORCE or not. Run as ``fix`` runs its steps
+    (OPTIONS, CONFIRM and PROGRESS as there); ``outcome.new_errors`` when it left an error
+    the environment did not have before."""
+    from libdoctor.disk.stat import RealDisk
+    from libdoctor.environment.model import build_environment
+    from libdoctor.repair.apply import GuardedResult
+    from libdoctor.whatif import plan as whatif
+
+    names = [names] if isinstance(names, str) else list(names)
+    if not names:
+        raise LibdoctorError("uninstall: name at least one distribution")
+    found, context = _change_context(target, python, libraries)
+    plan = whatif.plan_uninstall(build_environment(found), RealDisk(), names, context)
+    refusal = whatif.guard_refusal(plan, repair=repair, force=force)
+    guarded = GuardedResult(plan, plan.steps_to_run(repair=repair), refusal)
+    if refusal is not None or dry_run or (confirm is not None and not confirm(guarded)):
+        return guarded
+    return _run_guarded(guarded, names, context, options, progress, repair=repair, force=force)
+
+
+def install(
+    target: TargetLike,
+    items: Sequence[str] | InstallRequest,
+    *,
+    python: str | None = None,
+    repair: bool = False,
+    force: bool = False,
+    dry_run: bool = False,
+    libraries: bool = True,
+    options: ChangeOptions | None = None,
+    confirm: Callable[[GuardedResult], bool] | None = None,
+    progress: Progress | None = None,
+) -> GuardedResult:
+    """``pip install ITEMS`` (wheel files and requirements, or an ``InstallRequest`` with
+    pip's ``-r``/``-c`` files) on TARGET, guarded as ``uninstall`` is: planned first as
+    ``libdoctor plan install`` plans it (requirements resolved by the target's own pip, with
+    OPTIONS' index options and cache), refused when it overwrites another distribution's
+    files with other bytes or breaks anything else, unless REPAIR or FORCE; then run through
+    the target's own installer (pip, or uv in a uv-made environment)."""
+    from libdoctor.repair.apply import ChangeOptions, GuardedResult, Progress
+    from libdoctor.whatif.request import install_refusal, plan_request, with_steps
+
+    options = options or ChangeOptions()
+    progress = progress or Progress()
+    request = _install_request(items)
+    found, context = _change_context(target, python, libraries)
+    planned = plan_request(
+        found,
+        request,
+        options=options.installer,
+        cache_dir=options.cache,
+        environ=options.env,
+        libraries=context,
+        notify=progress.notify,
+        progress=lambda total: progress.count("reading wheel indexes", total, "wheels"),
+    )
+    plan = with_steps(planned, request, context)
+    refusal = install_refusal(plan, repair=repair, force=force)
+    guarded = GuardedResult(plan, plan.steps_to_run(repair=repair), refusal)
+    if refusal is not None or dry_run or not plan.subjects:
+        return guarded
+    _refuse_without_uv(guarded.steps, options.env)
+    if confirm is not None and not confirm(guarded):
+        return guarded
+    named = request.argv_items()
+    return _run_guarded(guarded, named, context, options, progress, repair=repair, force=force)
+
+
+def _install_request(items: Sequence[str] | InstallRequest) -> InstallRequest:
+    """Wheel files (existing ``.whl`` paths, read as they are) and requirements."""
+    from libdoctor.whatif.request import InstallRequest
+
+    if isinstance(items, InstallRequest):
+        return items
+    named = [items] if isinstance(items, str) else list(items)
+    wheels = [i for i in named if i.endswith(".whl") and os.path.isfile(i)]
+    return InstallRequest(
+        wheels=tuple(wheels), requirements=tuple(i for i in named if i not in wheels)
+    )
+
+
+def _refuse_without_uv(steps: Sequence[Step], environ: Mapping[str, str]) -> None:
+    from libdoctor.environment.installers import find_uv
+
+    if any(step.argv and step.argv[0] == "uv" for step in steps):
+        try:
+            find_uv(environ)
+        except LibdoctorError as exc:
+            raise LibdoctorError(f"the environment was made by uv, and {exc}") from None
+
+
+def _run_guarded(
+    guarded: GuardedResult,
+    items: Sequence[str],
+    libraries: LoaderContext | None,
+    options: ChangeOptions | None,
+    progress: Progress | None,
+    *,
+    repair: bool,
+    force: bool,
+) -> GuardedResult:
+    """The guarded change run; its journal names the command as the user would retype it."""
+    from libdoctor.repair.apply import apply, command_line
+
+    plan = guarded.plan
+    mode = ["--repair"] if repair else ["--force"] if force else []
+    command = command_line(plan.action, items, plan.target, mode)
+    outcome = apply(
+        plan.target,
+        guarded.steps,
+        options,
+        progress,
+        command=command,
+        before=plan.before,
+        libraries=libraries,
+    )
+    return replace(guarded, outcome=outcome)
+
+
+@dataclass(frozen=True, slots=True)
+class Backups:
+    """The backups under ROOT (``<cache>/backups``), oldest first, and why each damaged one
+    was skipped."""
+
+    root: str
+    found: tuple[BackupInfo, ...]
+    damaged: tuple[str, ...]
+
+
+def backups(cache_dir: str | None = None) -> Backups:
+    """The backups the changes took, in CACHE_DIR (None: the user cache dir)."""
+    from libdoctor.repair.apply import backups_dir
+    from libdoctor.repair.journal import scan_backups
+
+    root = backups_dir(cache_dir)
+    found, damaged = scan_backups(root)
+    return Backups(root, tuple(found), tuple(damaged))
+
+
+def restore(
+    backup: str | None = None,
+    *,
+    cache_dir: str | None = None,
+    dry_run: bool = False,
+    yes: bool = False,
+) -> RestoreResult:
+    """``libdoctor restore``: put back what a change's run changed, byte for byte. BACKUP: an
+    id (``backups().found``) or a backup directory; None for the latest backup a killed or
+    failed run left to restore. Only the run's own change is undone; what else changed is
+    left alone (``left_alone``). When someone changed the run's own paths after it ended,
+    nothing is done (``refused``) unless YES. ``RestoreResult.ok``: restored and verified."""
+    from libdoctor.repair.apply import backups_dir
+    from libdoctor.repair.journal import locate
+    from libdoctor.repair.rollback import restore as put_back
+
+    return put_back(locate(backups_dir(cache_dir), backup), dry_run=dry_run, yes=yes)

@@ -2,19 +2,22 @@
 predicts).
 
 They pass the same index options through to the target's installer, keep backups and
-downloads under one cache directory, ask before writing, and run their steps the same way:
-a backup before each step, a rollback on failure, then every check again. The guarded two,
-``uninstall`` and ``install``, also share their options and their flow: plan, refuse or show,
-run, report. Keeping that here keeps each command module a plain parse, call, render, exit.
+downloads under one cache directory (``change_options``), show the run's progress on stderr
+(``progress``) and ask before writing; the run itself (a backup before each step, a rollback
+on failure, then every check again) is the core's, through the API (``repair.apply``). The
+guarded two, ``uninstall`` and ``install``, also share their flow: plan, refuse or show, run,
+report (``ready``, ``answer``). Keeping that here keeps each command module a plain parse,
+call, render, exit.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from libdoctor.cli import common
@@ -23,15 +26,8 @@ from libdoctor.cli import progress as bar
 if TYPE_CHECKING:
     from libdoctor.environment.installers import InstallerOptions
     from libdoctor.environment.target import Target
-    from libdoctor.findings import Finding
-    from libdoctor.loader.extensions import LoaderContext
-    from libdoctor.repair.run import RunResult
+    from libdoctor.repair.apply import ChangeOptions, GuardedResult, Outcome, Progress
     from libdoctor.whatif.plan import Plan, Step
-
-# A failed installer's output can be long, and its end says why it failed; --json lists
-# every problem of a rollback.
-_OUTPUT_TAIL = 10
-_PROBLEMS_SHOWN = 10
 
 
 def add_installer_options(parser: argparse.ArgumentParser, *, hooks: bool = True) -> None:
@@ -88,6 +84,28 @@ def backups_dir(args: argparse.Namespace) -> str:
     return backup_root(cache_dir(args))
 
 
+def change_options(args: argparse.Namespace) -> ChangeOptions:
+    """How a change runs, from the command's installer options, --cache-dir and hooks. The
+    installer's own output goes to a terminal only when no bar counts the steps."""
+    from libdoctor.repair.apply import ChangeOptions
+
+    return ChangeOptions(
+        installer=installer_options(args),
+        cache_dir=args.cache_dir,
+        wrapper=tuple(shlex.split(args.installer_cmd)) if args.installer_cmd else (),
+        echo=sys.stderr.isatty() and not args.json and not args.quiet,
+    )
+
+
+def progress(args: argparse.Namespace) -> Progress:
+    """Lines as ``say`` writes them; on a terminal, a bar for what is counted (--quiet: none)."""
+    from libdoctor.repair.apply import Progress
+
+    return Progress(
+        notify=say, count=functools.partial(bar.counter, bar.wanted(args) and not args.json)
+    )
+
+
 def confirm(question: str, yes: bool, what: str) -> None:
     """Go on with --yes, or a 'y' on a terminal; otherwise a one-line error (exit 2).
 
@@ -106,17 +124,6 @@ def confirm(question: str, yes: bool, what: str) -> None:
         raise LibdoctorError("cancelled: nothing was changed")
 
 
-def refuse_unwritable(target: Target) -> None:
-    """A one-line error (exit 2) for a target no repair may write to: ``/``, ``/usr``, or a
-    directory without installed distributions."""
-    from libdoctor.errors import LibdoctorError
-    from libdoctor.repair.scope import write_refusal
-
-    why = write_refusal(target.prefix, [s.path for s in target.site_dirs if not s.inherited])
-    if why is not None:
-        raise LibdoctorError(why)
-
-
 def refuse_unrunnable(target: Target, steps: Sequence[Step]) -> None:
     """A one-line error (exit 2) when a step could not run with the target's own interpreter:
     the plan names a placeholder, never a python PATH would pick, and nothing runs."""
@@ -127,11 +134,6 @@ def refuse_unrunnable(target: Target, steps: Sequence[Step]) -> None:
         why = unrunnable(step.argv, target)
         if why is not None:
             raise LibdoctorError(f"refused: {why}")
-
-
-def python_option(target: Target) -> list[str]:
-    """``--python PATH`` when it took one to serve TARGET (a ``pip install --target`` folder)."""
-    return ["--python", target.python] if target.target_dir and target.python else []
 
 
 def say(text: str) -> None:
@@ -154,134 +156,44 @@ def write_plan(args: argparse.Namespace, plan: Plan) -> None:
         common.write(plan_text(plan, verbose=args.verbose, color=common.use_color(args)))
 
 
-def guarded_command(
-    args: argparse.Namespace, verb: str, items: Sequence[str], target: Target
-) -> str:
-    """The command line a guarded change's backup journal names: what the user would retype."""
-    mode = ["--repair"] if args.repair else ["--force"] if args.force else []
-    where = [target.prefix, *python_option(target)]
-    return shlex.join(["libdoctor", verb, *items, *where, *mode])
+def ready(args: argparse.Namespace) -> Callable[[GuardedResult], bool]:
+    """What a guarded change does before it runs: refused (exit 2) when a step could not run
+    with the target's own interpreter; the plan shown, unless --json (it then comes with the
+    run in one document)."""
+
+    def go(guarded: GuardedResult) -> bool:
+        refuse_unrunnable(guarded.plan.target, guarded.steps)
+        if not args.json:
+            write_plan(args, guarded.plan)
+        return True
+
+    return go
 
 
-def answer_without_running(
-    args: argparse.Namespace, plan: Plan, refusal: str | None, *, idle: bool = False
-) -> int | None:
-    """The exit code of a guarded change that does not run, its plan shown: refused (1), a
-    dry run or IDLE, nothing to do (0). None when it is to run."""
-    if refusal is None and not args.dry_run and not idle:
-        return None
-    write_plan(args, plan)
-    if refusal is not None:
-        say(refusal)
-        return common.EXIT_FINDINGS
-    return common.EXIT_OK
-
-
-def run_guarded(
-    args: argparse.Namespace,
-    target: Target,
-    plan: Plan,
-    steps: Sequence[Step],
-    libs: LoaderContext | None,
-    command: str,
-) -> int:
-    """Run a guarded change's STEPS (``execute``) and report them with the plan: exit 2 when
-    it was rolled back, 1 when it left an error the plan's "before" did not have, else 0."""
-    from libdoctor.findings import Severity
-    from libdoctor.whatif.plan import diff_findings
-
-    if not args.json:
-        write_plan(args, plan)
-    result, after = execute(args, target, steps, libs, command)
-    _write_result(args, plan, result, after)
-    if not result.ok:
+def answer(args: argparse.Namespace, guarded: GuardedResult) -> int:
+    """A guarded change's report and exit code. Not run: its plan shown, and refused (1), or
+    a dry run or nothing to do (0); a plan it could not run is refused (2), dry run or not.
+    Run: 2 when it was rolled back, 1 when it left an error the plan's "before" did not have,
+    else 0."""
+    outcome = guarded.outcome
+    if outcome is None:
+        refuse_unrunnable(guarded.plan.target, guarded.steps)
+        write_plan(args, guarded.plan)
+        if guarded.refusal is not None:
+            say(guarded.refusal)
+            return common.EXIT_FINDINGS
+        return common.EXIT_OK
+    _write_run(args, guarded.plan, outcome)
+    if not outcome.ok:
         return common.EXIT_ERROR
-    new = diff_findings(plan.before, after or ()).new
-    return (
-        common.EXIT_FINDINGS if any(f.severity >= Severity.ERROR for f in new) else common.EXIT_OK
-    )
+    return common.EXIT_FINDINGS if outcome.new_errors else common.EXIT_OK
 
 
-def _write_result(
-    args: argparse.Namespace, plan: Plan, result: RunResult, after: list[Finding] | None
-) -> None:
+def _write_run(args: argparse.Namespace, plan: Plan, outcome: Outcome) -> None:
     from libdoctor.report.json import target_dict
     from libdoctor.report.uninstall import uninstall_json, uninstall_text
 
     if args.json:
-        common.write(uninstall_json(plan, target_dict(plan.target), result, after))
+        common.write(uninstall_json(plan, target_dict(plan.target), outcome))
     else:
-        common.write(uninstall_text(plan, result, after, color=common.use_color(args)))
-
-
-def execute(
-    args: argparse.Namespace,
-    target: Target,
-    steps: Sequence[Step],
-    libs: LoaderContext | None,
-    command: str,
-) -> tuple[RunResult, list[Finding] | None]:
-    """Run STEPS with backup and rollback; then check again (None if it was rolled back)."""
-    from libdoctor.repair.run import recheck
-
-    # On a terminal a bar counts the steps and the installer's own output is kept for a
-    # failure's tail; --quiet shows neither.
-    steps_bar = bar.counter(bar.wanted(args) and not args.json, "installing", len(steps), "steps")
-    try:
-        result = _run(args, target, steps, command, steps_bar)
-    finally:
-        if steps_bar is not None:
-            steps_bar.close()
-    if not result.ok:
-        _say_failure(result)
-        return result, None
-    _prune(args, target)
-    return result, recheck(target, libs)
-
-
-def _run(
-    args: argparse.Namespace,
-    target: Target,
-    steps: Sequence[Step],
-    command: str,
-    steps_bar: bar.Ticker | None,
-) -> RunResult:
-    from libdoctor.repair.run import run_steps
-
-    wrapper = tuple(shlex.split(args.installer_cmd)) if args.installer_cmd else ()
-    return run_steps(
-        target,
-        steps,
-        backups=backups_dir(args),
-        command=command,
-        options=installer_options(args),
-        environ=os.environ,
-        wrapper=wrapper,
-        echo=sys.stderr.isatty() and not args.json and not args.quiet and steps_bar is None,
-        notify=say,
-        step_done=steps_bar,
-    )
-
-
-def _prune(args: argparse.Namespace, target: Target) -> None:
-    """After a successful change: keep the newest N backups of this target."""
-    from libdoctor.repair.retention import keep_count, prune
-
-    keep = keep_count(os.environ)
-    for info in prune(backups_dir(args), target.prefix, keep):
-        say(f"pruned backup {info.id} (the newest {keep} are kept)")
-
-
-def _say_failure(result: RunResult) -> None:
-    """Which step failed and how it ended: the target's state decides what the user does next."""
-    failed = next(r for r in result.results if r.returncode != 0)
-    say(f"{shlex.join(failed.argv)} failed with exit {failed.returncode}")
-    for line in failed.output.splitlines()[-_OUTPUT_TAIL:]:
-        say(f"  | {line}")
-    rollback = result.rollback
-    if rollback is not None and rollback.ok:
-        say(f"rolled back: the target is as before (backup {result.backup.id})")
-    elif rollback is not None:
-        say(f"rollback incomplete ({len(rollback.problems)} problems); backup {result.backup.id}")
-        for path, why in rollback.problems[:_PROBLEMS_SHOWN]:
-            say(f"  {path}: {why}")
+        common.write(uninstall_text(outcome, color=common.use_color(args)))

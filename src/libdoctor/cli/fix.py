@@ -14,17 +14,14 @@ could not run (or refused the plan), or a step failed and everything was rolled 
 from __future__ import annotations
 
 import argparse
-import shlex
+import functools
 from typing import TYPE_CHECKING
 
 from libdoctor.cli import changes, common
 
 if TYPE_CHECKING:
     from libdoctor.environment.installers import InstallerOptions
-    from libdoctor.environment.target import Target
-    from libdoctor.findings import Finding
-    from libdoctor.repair.fix import FixPlan
-    from libdoctor.repair.run import RunResult
+    from libdoctor.repair.apply import FixResult
 
 
 COMMAND = common.Command(
@@ -49,55 +46,57 @@ COMMAND = common.Command(
 
 
 def run(args: argparse.Namespace) -> int:
-    from libdoctor.checks.wording import plural
-    from libdoctor.disk.stat import RealDisk
-    from libdoctor.environment.model import build_environment
-    from libdoctor.repair.fix import plan_fix
-    from libdoctor.repair.verify import local_wheels
-    from libdoctor.report.shown import shown
+    from libdoctor.api import fix
 
+    options, progress = changes.change_options(args), changes.progress(args)
     target = common.discover_target(args)
-    changes.refuse_unwritable(target)
-    libs = common.libraries(args)
-    options = changes.installer_options(args)
-    fix = plan_fix(
-        build_environment(target),
-        RealDisk(),
+    fixed = fix(
+        target,
+        dry_run=args.dry_run,
         remove_leftovers=args.remove_leftovers,
-        libraries=libs,
-        wheels=local_wheels(options.find_links),
+        libraries=not args.no_libraries,
+        options=options,
+        confirm=functools.partial(_confirm, args, options.installer),
+        progress=progress,
     )
-    changes.refuse_unrunnable(target, fix.steps)
-    if args.dry_run or not fix.steps:
-        _write(args, target, fix, options)
-        return common.exit_code(shown(fix.predicted), "error")
+    if fixed.outcome is None:  # a dry run, or nothing to repair
+        changes.refuse_unrunnable(target, fixed.plan.steps)
+    _write(args, fixed, options.installer)
+    return _exit_code(fixed)
+
+
+def _exit_code(fixed: FixResult) -> int:
+    """Not run: 1 when errors are predicted after the plan. Run: 2 when it was rolled back,
+    1 when errors remain, else 0."""
+    outcome = fixed.outcome
+    if outcome is None:
+        return common.exit_code(fixed.predicted, "error")
+    if not outcome.ok:
+        return common.EXIT_ERROR
+    return common.EXIT_FINDINGS if outcome.errors_left else common.EXIT_OK
+
+
+def _confirm(args: argparse.Namespace, options: InstallerOptions, fixed: FixResult) -> bool:
+    """Before the plan runs: refused when a step could not run with the target's own
+    interpreter; shown (unless --json); then --yes, or a 'y' on a terminal."""
+    from libdoctor.checks.wording import plural
+
+    changes.refuse_unrunnable(fixed.target, fixed.plan.steps)
     if not args.json:
-        _write(args, target, fix, options)
-    n = len(fix.steps)
+        _write(args, fixed, options)
+    n = len(fixed.plan.steps)
     what = "this step" if n == 1 else f"these {n} steps"
     changes.confirm(f"Run {what}?", args.yes, plural(n, "repair step"))
-    command = shlex.join(["libdoctor", "fix", target.prefix, *changes.python_option(target)])
-    result, after = changes.execute(args, target, fix.steps, libs, command)
-    _write(args, target, fix, options, result, after)
-    if not result.ok:
-        return common.EXIT_ERROR
-    return common.exit_code(shown(after or ()), "error")
+    return True
 
 
-def _write(
-    args: argparse.Namespace,
-    target: Target,
-    fix: FixPlan,
-    options: InstallerOptions,
-    result: RunResult | None = None,
-    after: list[Finding] | None = None,
-) -> None:
-    """The plan; with RESULT, how running it went (the JSON then has both in one document)."""
+def _write(args: argparse.Namespace, fixed: FixResult, options: InstallerOptions) -> None:
+    """The plan; once it ran, how running it went (the JSON then has both in one document)."""
     from libdoctor.report.fix import fix_json, fix_text
     from libdoctor.report.json import target_dict
 
+    color = common.use_color(args)
     if args.json:
-        document = fix_json(target_dict(target), fix, options, result, after, dry_run=args.dry_run)
-        common.write(document)
+        common.write(fix_json(target_dict(fixed.target), fixed, options))
     else:
-        common.write(fix_text(target, fix, options, result, after, color=common.use_color(args)))
+        common.write(fix_text(fixed, options, color=color))

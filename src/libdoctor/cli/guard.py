@@ -14,7 +14,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from libdoctor.cli import changes, common
+from libdoctor.cli import common
 from libdoctor.errors import LibdoctorError
 from libdoctor.findings import printable
 from libdoctor.report.text import text_lines
@@ -71,6 +71,7 @@ def _libdoctor() -> tuple[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     from libdoctor.repair import guard
+    from libdoctor.repair.scope import refuse_unwritable
 
     python, source = _libdoctor()
     if args.guard_action == "shell" or getattr(args, "eval", False):
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.guard_action == "status":
             return _status(args, guard.guard_status(target))
-        changes.refuse_unwritable(target)
+        refuse_unwritable(target)
         if args.guard_action == "install":
             manifest = guard.install_guard(target, python, source)
             _say(args, {"guarded": [e.name for e in manifest.entries], "prefix": target.prefix})

@@ -16,16 +16,9 @@ Exit codes: 0 done and nothing new at error level; 1 refused, or done with new e
 from __future__ import annotations
 
 import argparse
-import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from libdoctor.cli import changes, common
-from libdoctor.cli.plan import add_request_options, request_and_target, resolve_request
-
-if TYPE_CHECKING:
-    from libdoctor.whatif.plan import Step
-
+from libdoctor.cli.plan import add_request_options, request_and_target
 
 COMMAND = common.Command(
     help="pip install, refused when it would break the environment",
@@ -50,29 +43,18 @@ COMMAND = common.Command(
 
 
 def run(args: argparse.Namespace) -> int:
-    from libdoctor.whatif.request import install_refusal, with_steps
+    from libdoctor.api import install
 
     request, target = request_and_target(args)
-    changes.refuse_unwritable(target)
-    libs = common.libraries(args)
-    plan = with_steps(resolve_request(args, request, target, libs), request, libs)
-    steps = plan.steps_to_run(repair=args.repair)
-    changes.refuse_unrunnable(target, steps)
-    refusal = install_refusal(plan, repair=args.repair, force=args.force)
-    done = changes.answer_without_running(args, plan, refusal, idle=not plan.subjects)
-    if done is not None:
-        return done
-    _refuse_without_uv(steps)
-    command = changes.guarded_command(args, "install", request.argv_items(), target)
-    return changes.run_guarded(args, target, plan, steps, libs, command)
-
-
-def _refuse_without_uv(steps: Sequence[Step]) -> None:
-    from libdoctor.environment.installers import find_uv
-    from libdoctor.errors import LibdoctorError
-
-    if any(step.argv and step.argv[0] == "uv" for step in steps):
-        try:
-            find_uv(os.environ)
-        except LibdoctorError as exc:
-            raise LibdoctorError(f"the environment was made by uv, and {exc}") from None
+    guarded = install(
+        target,
+        request,
+        repair=args.repair,
+        force=args.force,
+        dry_run=args.dry_run,
+        libraries=not args.no_libraries,
+        options=changes.change_options(args),
+        confirm=changes.ready(args),
+        progress=changes.progress(args),
+    )
+    return changes.answer(args, guarded)

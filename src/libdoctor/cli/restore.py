@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from libdoctor.cli import changes, common
+from libdoctor.cli import common
 
 COMMAND = common.Command(
     help="put back the state a backup of fix or uninstall saved",
@@ -43,18 +43,16 @@ COMMAND = common.Command(
 
 
 def run(args: argparse.Namespace) -> int:
-    from libdoctor.repair.journal import locate, scan_backups
-    from libdoctor.repair.rollback import restore
+    from libdoctor.api import backups, restore
     from libdoctor.report.restore import list_json, list_text, result_json, result_text
 
-    root = changes.backups_dir(args)
     if args.list:
-        backups, damaged = scan_backups(root)
+        found = backups(args.cache_dir)
         if args.json:
-            common.write(list_json(backups, damaged))
+            common.write(list_json(found.found, found.damaged))
         else:
-            common.write(list_text(root, backups, damaged))
+            common.write(list_text(found.root, found.found, found.damaged))
         return common.EXIT_OK
-    result = restore(locate(root, args.backup), dry_run=args.dry_run, yes=args.yes)
+    result = restore(args.backup, cache_dir=args.cache_dir, dry_run=args.dry_run, yes=args.yes)
     common.write(result_json(result) if args.json else result_text(result, args.verbose))
     return common.EXIT_OK if result.ok else common.EXIT_FINDINGS

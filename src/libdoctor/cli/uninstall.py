@@ -39,19 +39,18 @@ COMMAND = common.Command(
 
 
 def run(args: argparse.Namespace) -> int:
-    from libdoctor.disk.stat import RealDisk
-    from libdoctor.environment.model import build_environment
-    from libdoctor.whatif.plan import guard_refusal, plan_uninstall
+    from libdoctor.api import uninstall
 
     names, target = common.items_and_target(args)
-    changes.refuse_unwritable(target)
-    libs = common.libraries(args)
-    plan = plan_uninstall(build_environment(target), RealDisk(), names, libs)
-    steps = plan.steps_to_run(repair=args.repair)
-    changes.refuse_unrunnable(target, steps)
-    refusal = guard_refusal(plan, repair=args.repair, force=args.force)
-    done = changes.answer_without_running(args, plan, refusal)
-    if done is not None:
-        return done
-    command = changes.guarded_command(args, "uninstall", names, target)
-    return changes.run_guarded(args, target, plan, steps, libs, command)
+    guarded = uninstall(
+        target,
+        names,
+        repair=args.repair,
+        force=args.force,
+        dry_run=args.dry_run,
+        libraries=not args.no_libraries,
+        options=changes.change_options(args),
+        confirm=changes.ready(args),
+        progress=changes.progress(args),
+    )
+    return changes.answer(args, guarded)

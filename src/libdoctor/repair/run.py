@@ -9,9 +9,7 @@ import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from libdoctor.analysis.run import run_checks
 from libdoctor.disk.stat import Disk, RealDisk
 from libdoctor.environment.installers import (
     RUNNABLE,
@@ -26,7 +24,6 @@ from libdoctor.environment.installers import (
 from libdoctor.environment.model import Environment, build_environment, is_inside
 from libdoctor.environment.process import (
     Terminated,
-    checkpoint,
     quiet_signals,
     run_installer,
     terminated_by_signal,
@@ -34,7 +31,6 @@ from libdoctor.environment.process import (
 from libdoctor.environment.target import Target
 from libdoctor.environment.wheel import read_wheel, wheel_distribution
 from libdoctor.errors import LibdoctorError
-from libdoctor.findings import Finding
 from libdoctor.repair.backup import BackupSession
 from libdoctor.repair.journal import BackupInfo
 from libdoctor.repair.rollback import RestoreResult
@@ -42,13 +38,9 @@ from libdoctor.repair.targetdir import replaced_files
 from libdoctor.whatif.plan import Step
 from libdoctor.whatif.simulation import removal_set
 
-if TYPE_CHECKING:
-    from libdoctor.loader.extensions import LoaderContext
-
 __all__ = [
     "RunResult",
     "StepResult",
-    "recheck",
     "run_steps",
     "step_argv",
     "touched_paths",
@@ -260,9 +252,3 @@ def _run_each(
             return RunResult(rollback.backup, tuple(results), rollback)
         talk.step_done(1)
     return RunResult(session.finish("done"), tuple(results), None)
-
-
-def recheck(target: Target, libraries: LoaderContext | None) -> list[Finding]:
-    """``check`` on the target as it is now (after a repair)."""
-    checkpoint("recheck")
-    return run_checks(build_environment(target), RealDisk(), None, libraries)

@@ -10,8 +10,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-__all__ = ["SYSTEM_ROOTS", "write_refusal"]
+from libdoctor.errors import LibdoctorError
+
+if TYPE_CHECKING:
+    from libdoctor.environment.target import Target
+
+__all__ = ["SYSTEM_ROOTS", "refuse_unwritable", "write_refusal"]
 
 SYSTEM_ROOTS = frozenset({"/", "/usr"})
 
@@ -29,6 +35,13 @@ def write_refusal(prefix: str, site_dirs: Iterable[str] | None) -> str | None:
             "with installed distributions): nothing to change there"
         )
     return None
+
+
+def refuse_unwritable(target: Target) -> None:
+    """A one-line error for a target no change may write to (``write_refusal``)."""
+    why = write_refusal(target.prefix, [s.path for s in target.site_dirs if not s.inherited])
+    if why is not None:
+        raise LibdoctorError(why)
 
 
 def _holds_distributions(site_dir: str) -> bool:

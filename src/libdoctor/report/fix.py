@@ -15,15 +15,13 @@ from libdoctor.environment.paths import display
 from libdoctor.findings import Severity, count_by_severity
 from libdoctor.report import json as json_report
 from libdoctor.report.plan import findings_block, step_dict, steps_lines
-from libdoctor.report.shown import shown
 from libdoctor.report.text import Line, to_string
 from libdoctor.version import __version__
-from libdoctor.whatif.plan import diff_findings
 
 if TYPE_CHECKING:
     from libdoctor.environment.installers import InstallerOptions
-    from libdoctor.environment.target import Target
     from libdoctor.findings import Finding
+    from libdoctor.repair.apply import FixResult, Outcome
     from libdoctor.repair.fix import FixPlan
     from libdoctor.repair.run import RunResult
     from libdoctor.repair.verify import Verification
@@ -37,62 +35,40 @@ _COUNTED = (
 )
 
 
-def fix_json(
-    target: Mapping[str, Any],
-    fix: FixPlan,
-    options: InstallerOptions,
-    result: RunResult | None,
-    after: list[Finding] | None,
-    *,
-    dry_run: bool,
-) -> str:
-    """The plan, and with RESULT how the run went; the findings are those of now, or after."""
+def fix_json(target: Mapping[str, Any], fixed: FixResult, options: InstallerOptions) -> str:
+    """The plan, and once it ran how the run went; the findings are those of now, or after."""
+    after = fixed.outcome is not None and fixed.outcome.after is not None
     return json_report.render(
         target=target,
-        summary={"stage": "after" if after is not None else "before"},
-        findings=shown(after if after is not None else fix.before),
-        extra={"fix": fix_dict(fix, options, result, after, dry_run=dry_run)},
+        summary={"stage": "after" if after else "before"},
+        findings=fixed.findings,
+        extra={"fix": fix_dict(fixed, options)},
     )
 
 
-def fix_text(
-    target: Target,
-    fix: FixPlan,
-    options: InstallerOptions,
-    result: RunResult | None,
-    after: list[Finding] | None,
-    *,
-    color: bool,
-) -> str:
-    """The plan before the run (RESULT None), how the run went after it: the plan is already
-    on the screen by then."""
-    lines = (
-        fix_lines(target, fix, options) if result is None else run_lines(result, fix.before, after)
-    )
+def fix_text(fixed: FixResult, options: InstallerOptions, *, color: bool) -> str:
+    """The plan before the run, how the run went after it: the plan is already on the
+    screen by then."""
+    outcome = fixed.outcome
+    lines = fix_lines(fixed, options) if outcome is None else run_lines(outcome)
     return to_string(lines, color=color)
 
 
 # --------------------------------------------------------------------------- JSON
 
 
-def fix_dict(
-    fix: FixPlan,
-    options: InstallerOptions,
-    result: RunResult | None,
-    after: Sequence[Finding] | None,
-    *,
-    dry_run: bool,
-) -> dict[str, Any]:
+def fix_dict(fixed: FixResult, options: InstallerOptions) -> dict[str, Any]:
+    fix = fixed.plan
     finding_dict = json_report.finding_dict
     return {
-        "dry_run": dry_run,
+        "dry_run": fixed.dry_run,
         "steps": [_step_dict(fix, s, options) for s in fix.steps],
         "addressed": [finding_dict(f) for f in fix.addressed],
         "not_handled": [{"finding": finding_dict(f), "reason": why} for f, why in fix.not_handled],
-        "predicted": [finding_dict(f) for f in shown(fix.predicted)],
+        "predicted": [finding_dict(f) for f in fixed.predicted],
         "predicted_new": [finding_dict(f) for f in fix.new],
         "notes": list(fix.notes),
-        **run_dict(result, fix.before, after),
+        **run_dict(fixed.outcome),
     }
 
 
@@ -118,11 +94,10 @@ def _verification_dict(check: Verification) -> dict[str, Any]:
     }
 
 
-def run_dict(
-    result: RunResult | None, before: Sequence[Finding], after: Sequence[Finding] | None
-) -> dict[str, Any]:
-    if result is None:
+def run_dict(outcome: Outcome | None) -> dict[str, Any]:
+    if outcome is None:
         return {"ran": False}
+    result = outcome.run
     out: dict[str, Any] = {
         "ran": True,
         "ok": result.ok,
@@ -144,14 +119,14 @@ def run_dict(
     }
     if result.rollback is not None:
         out["rollback_problems"] = [{"path": p, "reason": w} for p, w in result.rollback.problems]
-    if after is not None:
-        diff = diff_findings(shown(before), shown(after))
+    if outcome.after is not None and outcome.diff is not None:
+        diff = outcome.diff
         out["resolved"] = [json_report.finding_dict(f) for f in diff.resolved]
         out["new"] = [json_report.finding_dict(f) for f in diff.new]
         # Still there after the run (the exit code follows these and the new ones).
         out["remaining"] = [json_report.finding_dict(f) for f in diff.kept]
-        out["before"] = _counts(shown(before))
-        out["after"] = _counts(shown(after))
+        out["before"] = _counts(outcome.before)
+        out["after"] = _counts(outcome.after)
     return out
 
 
@@ -179,14 +154,15 @@ def _who(finding: Finding) -> str:
     return f"  {dist.name} {dist.version}" if dist else ""
 
 
-def fix_lines(target: Target, fix: FixPlan, options: InstallerOptions) -> list[Line]:
+def fix_lines(fixed: FixResult, options: InstallerOptions) -> list[Line]:
+    target, fix = fixed.target, fixed.plan
     lines = [
         Line.of(
             f"libdoctor {__version__}: fix {display(target.prefix)} (chosen by {target.chosen_by})",
             "bold",
         ),
         Line.of(),
-        Line.of("Now: ").plus(counts_text(shown(fix.before))),
+        Line.of("Now: ").plus(counts_text(fixed.before)),
     ]
     if fix.steps:
         lines.append(Line.of(f"Plan ({plural(len(fix.steps), 'step')}):", "bold"))
@@ -197,11 +173,11 @@ def fix_lines(target: Target, fix: FixPlan, options: InstallerOptions) -> list[L
             lines.append(Line.of(f"  ✓ {finding.code}{_who(finding)}", "green"))
     else:
         lines.append(Line.of("Nothing fix can repair by reinstalling.", "bold"))
-    lines += _left_for_you(target, fix)
+    lines += _left_for_you(target.prefix, fix)
     for note in fix.notes:
         lines.append(Line.of(f"note: {note}", "dim", wrap=True))
     if fix.steps:
-        lines.append(Line.of("Predicted after: ").plus(counts_text(shown(fix.predicted))))
+        lines.append(Line.of("Predicted after: ").plus(counts_text(fixed.predicted)))
         if fix.new:
             lines.append(
                 Line.of(f"  warning: the plan itself would add {len(fix.new)} finding(s)", "yellow")
@@ -229,7 +205,7 @@ def _verification_lines(fix: FixPlan) -> list[Line]:
     return lines
 
 
-def _left_for_you(target: Target, fix: FixPlan) -> list[Line]:
+def _left_for_you(prefix: str, fix: FixPlan) -> list[Line]:
     """What fix will not do, why, and the command that would; an uninstall in it is pointed
     at ``libdoctor uninstall``, which checks it first and keeps a backup."""
     if not fix.not_handled:
@@ -243,23 +219,21 @@ def _left_for_you(target: Target, fix: FixPlan) -> list[Line]:
         lines.append(Line.of("      suggested: ", "dim").plus(display(finding.fix.command)))
         removed = [step[-1] for step in finding.fix.steps if "uninstall" in step]
         if removed:
-            safely = shlex.join(["libdoctor", "uninstall", *removed, target.prefix])
+            safely = shlex.join(["libdoctor", "uninstall", *removed, prefix])
             lines.append(
                 Line.of("      checked, with backup: ", "dim").plus(display(safely + " --repair"))
             )
     return lines
 
 
-def run_lines(
-    result: RunResult, before: Sequence[Finding], after: Sequence[Finding] | None
-) -> list[Line]:
-    """AFTER is None when the run failed: then only whether the target is as before matters."""
-    if after is None:
+def run_lines(outcome: Outcome) -> list[Line]:
+    """A run that failed: only whether the target is as before matters."""
+    result, diff = outcome.run, outcome.diff
+    if outcome.after is None or diff is None:
         return [_failure_line(result)]
-    diff = diff_findings(shown(before), shown(after))
     lines = [
-        Line.of("Before: ", "bold").plus(counts_text(shown(before))),
-        Line.of("After:  ", "bold").plus(counts_text(shown(after))),
+        Line.of("Before: ", "bold").plus(counts_text(outcome.before)),
+        Line.of("After:  ", "bold").plus(counts_text(outcome.after)),
     ]
     for finding in diff.resolved:
         lines.append(Line.of(f"  ✓ resolved {finding.code}{_who(finding)}", "green"))

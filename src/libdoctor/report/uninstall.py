@@ -12,32 +12,23 @@ from typing import TYPE_CHECKING, Any
 from libdoctor.report import json as json_report
 from libdoctor.report.fix import run_dict, run_lines
 from libdoctor.report.plan import plan_dict, visible
-from libdoctor.report.shown import shown
 from libdoctor.report.text import to_string
 
 if TYPE_CHECKING:
-    from libdoctor.findings import Finding
-    from libdoctor.repair.run import RunResult
+    from libdoctor.repair.apply import Outcome
     from libdoctor.whatif.plan import Plan
 
 
-def uninstall_json(
-    plan: Plan, target: Mapping[str, Any], result: RunResult, after: list[Finding] | None
-) -> str:
+def uninstall_json(plan: Plan, target: Mapping[str, Any], outcome: Outcome) -> str:
     """The findings are those after the run, or (rolled back) those of before."""
     return json_report.render(
         target=target,
-        summary={"stage": "after" if after is not None else "before"},
-        findings=shown(after if after is not None else plan.before),
-        extra={
-            "plan": plan_dict(visible(plan)),
-            "run": run_dict(result, plan.before, after),
-        },
+        summary={"stage": "after" if outcome.after is not None else "before"},
+        findings=outcome.findings,
+        extra={"plan": plan_dict(visible(plan)), "run": run_dict(outcome)},
     )
 
 
-def uninstall_text(
-    plan: Plan, result: RunResult, after: list[Finding] | None, *, color: bool
-) -> str:
+def uninstall_text(outcome: Outcome, *, color: bool) -> str:
     """Only the run: the plan was shown before it started."""
-    return to_string(run_lines(result, plan.before, after), color=color)
+    return to_string(run_lines(outcome), color=color)
