@@ -127,7 +127,7 @@ def imports() -> tuple[Import, ...]:
 def _stage(module: str) -> int:
     parts = module.split(".")
     top = parts[1] if len(parts) > 1 else "libdoctor"
-    if top in ("errors", "findings", "bounded", "version"):
+    if top in ("errors", "findings", "remedy", "bounded", "version"):
         top = "libdoctor"
     return STAGES.index(top)
 
