@@ -1,6 +1,6 @@
 """Remedies as values (libdoctor.remedy): the command line each installer gets, the
 placeholder where no interpreter was found, adjacent reinstalls merged, the key causes merge
-by, what libdoctor runs itself, and the plain form the check cache stores."""
+by (analysis.causes), what libdoctor runs itself, and the plain form the check cache stores."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import marshal
 
 import pytest
 
-from libdoctor.findings import Fix
+from libdoctor.analysis.causes import combined_fix, group_causes
+from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.remedy import (
     NO_PIP_UNINSTALL,
     ClearCache,
@@ -21,9 +22,7 @@ from libdoctor.remedy import (
     Uninstall,
     Via,
     argv,
-    merge_key,
     merge_reinstalls,
-    merged,
     remedy_of,
     to_plain,
 )
@@ -199,33 +198,36 @@ def test_a_fix_of_several_remedies_is_one_shell_line() -> None:
     assert one.argv == one.steps[0] and "steps" not in one.to_json()
 
 
-def test_causes_merge_by_the_remedy_less_its_last_pin() -> None:
-    key = merge_key(Reinstall((A,), PIP))
-    assert key == Reinstall((), PIP) == merge_key(Reinstall((B,), PIP))
-    assert key is not None and merged(key, (Reinstall((A,), PIP), Reinstall((B,), PIP))) == (
-        Reinstall((A, B), PIP)
+def _finding(fix: Fix, name: str = "a") -> Finding:
+    evidence = {"modules": ["torch._C"]}
+    return Finding("unresolved-library", Severity.ERROR, "m", DistRef(name, "1"), (), evidence, fix)
+
+
+def test_causes_group_by_remedy_and_merge_reinstalls_by_the_remedy_less_its_last_pin() -> None:
+    a, b = Fix((Reinstall((A,), PIP),)), Fix((Reinstall((B,), PIP),))
+    (cause,) = group_causes([_finding(a), _finding(b, "b"), _finding(a, "c")])
+    assert cause.fix == Fix((Reinstall((A, B), PIP),), "one command reinstalls them all")
+    assert len(cause.findings) == 3
+    # through uv, or two pip installs of exact pins: apart, and one command for the pip ones
+    causes = group_causes([_finding(a), _finding(Fix((Reinstall((B,), UV),)), "b")])
+    assert len(causes) == 2 and combined_fix(causes) is None
+    pins = [Fix((Install((f"{n}==1",), PIP, deps=False),)) for n in "xy"]
+    everything = combined_fix(
+        group_causes([Finding("pin-mismatch", Severity.ERROR, "m", fix=f) for f in pins])
     )
-    # a reinstall of several keys by all but its last: it merges with those alone
-    assert merge_key(Reinstall((A, B), PIP)) == Reinstall((A,), PIP)
-    pinned = merge_key(Install(("a==1",), PIP, deps=False))
-    assert pinned == Install((), PIP, deps=False)
-    assert pinned is not None and argv(merged(pinned, (Install(("a==1",), PIP),))) == (
-        PY,
-        "-m",
-        "pip",
-        "install",
-        "--no-deps",
-        "a==1",
-    )
+    assert everything is not None
+    assert everything.argv == (PY, "-m", "pip", "install", "--no-deps", "x==1", "y==1")
+    # a reinstall of several merges only with those that share all but its last
+    several = Fix((Reinstall((A, B), PIP),))
+    assert len(group_causes([_finding(several), _finding(Fix((Reinstall((B,), PIP),)))])) == 2
     for other in (
         Install(("numpy>=1",), PIP),
         Install(("/src/a",), PIP, editable=True),
         Reinstall((Pin("x", "1", "x=1=b"),), CONDA),
         Reinstall((Pin("odd name", "1"),), PIP),
-        Uninstall("a", PIP),
-        RemoveMetadata("/d"),
     ):
-        assert merge_key(other) is None
+        lone = Fix((other,))
+        assert len(group_causes([_finding(lone), _finding(a, "b")])) == 2
 
 
 def test_a_cached_fix_comes_back_as_it_was() -> None:

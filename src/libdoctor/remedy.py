@@ -13,7 +13,6 @@ folder, so that uninstall prints ``NO_PIP_UNINSTALL`` in place of a command.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeAlias
 
@@ -30,9 +29,7 @@ __all__ = [
     "Uninstall",
     "Via",
     "argv",
-    "merge_key",
     "merge_reinstalls",
-    "merged",
     "placeholder",
     "remedy_of",
     "to_plain",
@@ -301,40 +298,6 @@ def merge_reinstalls(remedies: tuple[Remedy, ...]) -> tuple[Remedy, ...]:
             continue
         out.append(remedy)
     return tuple(out)
-
-
-# An exact pin an installer reads as one requirement beside others: NAME==VERSION.
-_EXACT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[^\s=]+$")
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_VERSION = re.compile(r"[^\s=]+$")
-
-
-def _exact(pin: Pin) -> bool:
-    return bool(_NAME.fullmatch(pin.name)) and bool(_VERSION.match(pin.version))
-
-
-def merge_key(remedy: Remedy) -> Reinstall | Install | None:
-    """REMEDY without its last requirement, when that is an exact pin (``NAME==VERSION``):
-    remedies of one key differ in that pin alone, and one command names every pin (one
-    reinstall through one installer and interpreter for several causes). None otherwise."""
-    if isinstance(remedy, Reinstall):
-        if remedy.via.installer == "conda" or not _exact(remedy.dists[-1]):
-            return None
-        return replace(remedy, dists=remedy.dists[:-1])
-    if isinstance(remedy, Install) and not remedy.editable and remedy.requirements:
-        if not _EXACT.match(remedy.requirements[-1]):
-            return None
-        return replace(remedy, requirements=remedy.requirements[:-1])
-    return None
-
-
-def merged(key: Reinstall | Install, remedies: tuple[Remedy, ...]) -> Remedy:
-    """KEY with the last pin of each of REMEDIES (all of that key) after its own, each once."""
-    if isinstance(key, Reinstall):
-        pins = [r.dists[-1] for r in remedies if isinstance(r, Reinstall)]
-        return replace(key, dists=(*key.dists, *dict.fromkeys(pins)))
-    last = [r.requirements[-1] for r in remedies if isinstance(r, Install)]
-    return replace(key, requirements=(*key.requirements, *dict.fromkeys(last)))
 
 
 # --------------------------------------------------------------------------- plain values

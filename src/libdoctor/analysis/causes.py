@@ -4,19 +4,19 @@ One event usually shows as several findings: an uninstall that deleted four co-o
 distributions' files gives four ``missing-files`` and four ``unresolved-library``, and
 eight repair commands where one ``pip install`` line repairs them all. Findings whose fixes
 are the same remedies are one cause; causes repaired by reinstalls through the same installer
-and interpreter (``remedy.merge_key``) merge into one, with one command naming every
-distribution. The title says
+and interpreter merge into one, with one command naming every distribution. The title says
 what the user will see: the import that fails, else what was lost. Pure: findings in,
 causes out; the findings themselves are unchanged (JSON keeps them as they are).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from libdoctor.findings import Finding, Fix, Severity
-from libdoctor.remedy import Install, Reinstall, Remedy, merge_key, merged
+from libdoctor.remedy import Install, Pin, Reinstall, Remedy
 
 __all__ = ["Cause", "combined_fix", "group_causes"]
 
@@ -56,7 +56,42 @@ def _reinstall_key(group: Sequence[Finding]) -> Reinstall | Install | None:
     fix = group[0].fix
     if fix is None or len(fix.remedies) != 1:
         return None
-    return merge_key(fix.remedies[0])
+    return _merge_key(fix.remedies[0])
+
+
+# An exact pin an installer reads as one requirement beside others: NAME==VERSION.
+_EXACT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[^\s=]+$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_VERSION = re.compile(r"[^\s=]+$")
+
+
+def _exact(pin: Pin) -> bool:
+    return bool(_NAME.fullmatch(pin.name)) and bool(_VERSION.match(pin.version))
+
+
+def _merge_key(remedy: Remedy) -> Reinstall | Install | None:
+    """REMEDY without its last requirement, when that is an exact pin: remedies of one key
+    differ in that pin alone, and one command names every pin. A reinstall of several keys
+    by all but its last, as the command it is reads. None for conda (a package and its build
+    per call) and anything but a (re)install."""
+    if isinstance(remedy, Reinstall):
+        if remedy.via.installer == "conda" or not _exact(remedy.dists[-1]):
+            return None
+        return replace(remedy, dists=remedy.dists[:-1])
+    if isinstance(remedy, Install) and not remedy.editable and remedy.requirements:
+        if not _EXACT.match(remedy.requirements[-1]):
+            return None
+        return replace(remedy, requirements=remedy.requirements[:-1])
+    return None
+
+
+def _merged(key: Reinstall | Install, remedies: Sequence[Remedy]) -> Remedy:
+    """KEY with the last pin of each of REMEDIES (all of that key) after its own, each once."""
+    if isinstance(key, Reinstall):
+        pins = [r.dists[-1] for r in remedies if isinstance(r, Reinstall)]
+        return replace(key, dists=(*key.dists, *dict.fromkeys(pins)))
+    last = [r.requirements[-1] for r in remedies if isinstance(r, Install)]
+    return replace(key, requirements=(*key.requirements, *dict.fromkeys(last)))
 
 
 def _merge_reinstalls(groups: list[list[Finding]]) -> list[list[Finding]]:
@@ -107,8 +142,8 @@ def _one_fix(group: Sequence[Finding]) -> Fix | None:
     key = _reinstall_key(group)
     if key is None:
         return None
-    remedies = tuple(r for f in fixes for r in f.remedies)
-    return Fix((merged(key, remedies),), note="one command reinstalls them all")
+    remedies = [r for f in fixes for r in f.remedies]
+    return Fix((_merged(key, remedies),), note="one command reinstalls them all")
 
 
 def _title(group: Sequence[Finding]) -> str:

@@ -105,18 +105,35 @@ def placed_in_folder(dist: Distribution, folder: str) -> list[str]:
 def folder_entries(dist: Distribution, folder: str) -> set[str]:
     """The top-level entries of FOLDER that ``pip install --target --upgrade`` of DIST
     replaces whole (``shutil.rmtree``), whoever owns the files in them."""
-    return {os.path.relpath(p, folder).split(os.sep, 1)[0] for p in placed_in_folder(dist, folder)}
+    return _entries(placed_in_folder(dist, folder), folder)
+
+
+def _entries(paths: Sequence[str], folder: str) -> set[str]:
+    return {os.path.relpath(p, folder).split(os.sep, 1)[0] for p in paths}
+
+
+@dataclass(frozen=True, slots=True)
+class FolderCompanions:
+    """What one ``pip install --target FOLDER --upgrade`` of some distributions takes along
+    (``along``), and where each distribution it looked at has its files in FOLDER
+    (``placed``) and under which top-level entries (``entries``), by metadata directory."""
+
+    along: tuple[Distribution, ...]
+    placed: Mapping[str, tuple[str, ...]]
+    entries: Mapping[str, frozenset[str]]
 
 
 def folder_companions(
     dists: Sequence[Distribution], installed: Sequence[Distribution], folder: str
-) -> list[Distribution]:
+) -> FolderCompanions:
     """The other distributions one ``pip install --target FOLDER --upgrade`` of DISTS must
     reinstall too: every one with files under an entry it replaces, and theirs in turn."""
     local = [d for d in installed if not d.site.inherited]
-    entries_by = {d.metadata_dir: folder_entries(d, folder) for d in local}
+    placed = {d.metadata_dir: tuple(placed_in_folder(d, folder)) for d in (*local, *dists)}
+    entries_by = {k: frozenset(_entries(paths, folder)) for k, paths in placed.items()}
+    own = {d.metadata_dir for d in local}
     chosen = {d.metadata_dir for d in dists}
-    entries = set().union(*(entries_by.get(d.metadata_dir, set()) for d in dists))
+    entries = set().union(*(entries_by[d.metadata_dir] for d in dists if d.metadata_dir in own))
     along: list[Distribution] = []
     grew = True
     while grew:
@@ -127,7 +144,7 @@ def folder_companions(
                 along.append(dist)
                 entries |= entries_by[dist.metadata_dir]
                 grew = True
-    return along
+    return FolderCompanions(tuple(along), placed, entries_by)
 
 
 def via_for(dist: Distribution, target: Target) -> Via:
@@ -208,8 +225,9 @@ def reinstall_fix(
     ``folder_companions``), so that the command is safe on its own."""
     notes = [note] if note else []
     folder = _folder(dist, target)
-    along = folder_companions([dist], installed, folder) if folder and _pip_made(dist) else []
-    along = [d for d in along if not d.external]
+    along: list[Distribution] = []
+    if folder and _pip_made(dist):
+        along = [d for d in folder_companions([dist], installed, folder).along if not d.external]
     if along:
         names = ", ".join(d.display for d in along)
         notes.append(

@@ -295,7 +295,7 @@ def _through_folder(
         for other in reinstall.along:
             along.setdefault(other.metadata_dir, other)
             if (other.key, other.version) not in named:
-                shared = shared_entries(other, reinstall.dists, folder)
+                shared = shared_entries(other, reinstall, folder)
                 decided.why[other.metadata_dir] = f"pip replaces {shared} whole: its files go too"
     chosen = {d.metadata_dir for d in ok}
     return ok, [d for k, d in along.items() if k not in chosen]
