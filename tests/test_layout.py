@@ -126,7 +126,7 @@ def imports() -> tuple[Import, ...]:
 def _stage(module: str) -> int:
     parts = module.split(".")
     top = parts[1] if len(parts) > 1 else "libdoctor"
-    if top in ("errors", "findings", "bounded", "version", "document"):
+    if top in ("errors", "findings", "remedy", "bounded", "version", "document"):
         top = "libdoctor"
     return STAGES.index(top)
 

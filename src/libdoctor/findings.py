@@ -8,6 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from libdoctor.remedy import Remedy, merge_reinstalls, remedy_of, to_plain
+from libdoctor.remedy import argv as argv_of
+
 
 class Severity(enum.IntEnum):
     INFO = 1
@@ -172,30 +175,64 @@ class DistRef:
 
 @dataclass(frozen=True, slots=True)
 class Fix:
-    """A command that repairs a finding. ``argv`` is what runs; ``command`` is how it reads."""
+    """The remedies that repair a finding, in order, and a note on them. Adjacent reinstalls
+    through one installer and interpreter are one (one call does what they would). ``argv``
+    is what runs (one ``sh -c`` for several steps), ``steps`` each remedy's command,
+    ``command`` how they read: all made from the remedies when asked."""
 
-    argv: tuple[str, ...]
+    remedies: tuple[Remedy, ...]
     note: str = ""
-    steps: tuple[tuple[str, ...], ...] = ()  # the commands in order, when more than one
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "remedies", merge_reinstalls(self.remedies))
+
+    @property
+    def steps(self) -> tuple[tuple[str, ...], ...]:
+        return tuple(argv_of(r) for r in self.remedies)
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        steps = self.steps
+        if len(steps) == 1:
+            return steps[0]
+        return ("sh", "-c", " && ".join(shlex.join(step) for step in steps))
 
     @property
     def command(self) -> str:
-        if len(self.steps) > 1:
-            return " && ".join(shlex.join(step) for step in self.steps)
+        steps = self.steps
+        if len(steps) > 1:
+            return " && ".join(shlex.join(step) for step in steps)
         return shlex.join(self.argv)
 
     def to_json(self) -> dict[str, Any]:
         """The ``fix`` of a finding in ``--json``: ``command``, ``argv``, and when they apply
         ``steps`` and ``note``."""
+        steps = self.steps
         out: dict[str, Any] = {
             "command": printable(self.command),
             "argv": [printable(a) for a in self.argv],
         }
-        if len(self.steps) > 1:
-            out["steps"] = [[printable(a) for a in step] for step in self.steps]
+        if len(steps) > 1:
+            out["steps"] = [[printable(a) for a in step] for step in steps]
         if self.note:
             out["note"] = self.note
         return out
+
+    def to_plain(self) -> tuple[Any, ...]:
+        """The fix as plain values (strings, booleans, None, tuples) a cache can store."""
+        return (tuple(to_plain(r) for r in self.remedies), self.note)
+
+    @classmethod
+    def from_plain(cls, plain: object) -> Fix | None:
+        """The fix ``to_plain`` stored, or None when PLAIN is not one (a cache is untrusted)."""
+        if type(plain) is not tuple or len(plain) != 2 or type(plain[1]) is not str:
+            return None
+        if type(plain[0]) is not tuple:
+            return None
+        remedies = [remedy_of(r) for r in plain[0]]
+        if any(r is None for r in remedies):
+            return None
+        return cls(tuple(r for r in remedies if r is not None), plain[1])
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,13 +7,15 @@ from typing import Any
 
 from libdoctor.analysis.causes import combined_fix, group_causes
 from libdoctor.findings import Code, DistRef, Finding, Fix, Severity
+from libdoctor.remedy import Pin, Reinstall, Uninstall, Via
 
 PIP = ("/env/bin/python", "-m", "pip", "install", "--force-reinstall", "--no-deps")
+VIA = Via("pip", "/env/bin/python", (3, 11))
 
 
 def _reinstall(pin: str) -> Fix:
-    argv = (*PIP, pin)
-    return Fix(argv, steps=(argv,))
+    name, _, version = pin.partition("==")
+    return Fix((Reinstall((Pin(name, version),), VIA),))
 
 
 def _f(
@@ -65,8 +67,7 @@ def test_unrelated_findings_stay_apart_and_one_line_repairs_them_all() -> None:
 
 
 def test_a_multi_step_fix_is_never_merged() -> None:
-    steps = (("/env/bin/python", "-m", "pip", "uninstall", "--yes", "b"), (*PIP, "a==1"))
-    fix = Fix(("sh", "-c", "..."), steps=steps)
+    fix = Fix((Uninstall("b", VIA), Reinstall((Pin("a", "1"),), VIA)))
     findings = [_f("shared-path", "a", fix), _f("missing-files", "c", _reinstall("c==1"))]
     causes = group_causes(findings)
     assert len(causes) == 2 and combined_fix(causes) is None

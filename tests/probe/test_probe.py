@@ -20,6 +20,7 @@ import pytest
 from libdoctor.errors import LibdoctorError
 from libdoctor.findings import Code, Finding, Fix, Severity
 from libdoctor.probe.analyse import explain_failure
+from libdoctor.remedy import RemoveMetadata
 from support.stackfake import EXT, TorchStack, compile_extension, fake_lib
 from support.venvs import (
     SRC_DIR,
@@ -114,7 +115,14 @@ def test_split_names_rejects_a_target_before_modules() -> None:
 
 
 def _f(code: Code, message: str = "", paths: tuple[str, ...] = (), **evidence: Any) -> Finding:
-    return Finding(code, Severity.ERROR, message, paths=paths, evidence=evidence, fix=Fix(("x",)))
+    return Finding(
+        code,
+        Severity.ERROR,
+        message,
+        paths=paths,
+        evidence=evidence,
+        fix=Fix((RemoveMetadata("x"),)),
+    )
 
 
 def test_explain_failure_by_soname_and_by_symbol() -> None:

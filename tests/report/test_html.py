@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from libdoctor.findings import DistRef, Finding, Fix, Severity
+from libdoctor.remedy import Install, Via
 from libdoctor.report.html import check_html
 from libdoctor.report.text import Line
 from support.seed import LIB_REL, build_seed_wheels
@@ -122,7 +123,7 @@ def test_everything_from_the_environment_is_escaped() -> None:
         f"gone: {nasty}",
         DistRef("<b>pkg</b>", "1&2"),
         paths=(nasty,),
-        fix=Fix(("pip", "install", "<pkg>")),
+        fix=Fix((Install(("<pkg>",), Via("pip", "pip")),)),
     )
     diagnosis = [Line.of("✗ <cause> & more", "bold red")]
     document = check_html(f"libdoctor: {nasty}", diagnosis, [finding])

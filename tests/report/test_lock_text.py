@@ -10,6 +10,7 @@ from libdoctor.checks.lock import LockCheck
 from libdoctor.environment.lockfile import Lock, LockedPackage, Selection
 from libdoctor.environment.target import SiteDir, Target
 from libdoctor.findings import DistRef, Finding, Fix, Severity
+from libdoctor.remedy import Uninstall, Via
 from libdoctor.report.lock import merged_fix, render_text
 
 TARGET = Target("/env", "/env/bin/python", (SiteDir("/env/site", "/env"),), "argument", (3, 11))
@@ -17,13 +18,12 @@ LOCKED = LockedPackage("alpha", "alpha", "1.0", "registry")
 
 
 def _extra(name: str) -> Finding:
-    argv = ("/env/bin/python", "-m", "pip", "uninstall", "--yes", name)
     return Finding(
         "lock-extra",
         Severity.WARNING,
         f"{name} 1.0 is installed but the lock does not list it.",
         DistRef(name, "1.0"),
-        fix=Fix(argv),
+        fix=Fix((Uninstall(name, Via("pip", "/env/bin/python")),)),
     )
 
 
@@ -49,6 +49,11 @@ def test_many_findings_of_one_code_are_one_block_with_one_command() -> None:
 
 def test_fixes_merge_only_when_they_differ_in_the_package_alone() -> None:
     assert merged_fix([_extra("b"), _extra("c")]) == ("/env/bin/python -m pip uninstall --yes b c")
-    other = Finding("lock-extra", Severity.WARNING, "m", fix=Fix(("uv", "pip", "uninstall", "x")))
+    other = Finding(
+        "lock-extra",
+        Severity.WARNING,
+        "m",
+        fix=Fix((Uninstall("x", Via("uv", "/env/bin/python")),)),
+    )
     assert merged_fix([_extra("b"), other]) is None
     assert merged_fix([_extra("b"), Finding("lock-extra", Severity.WARNING, "m")]) is None

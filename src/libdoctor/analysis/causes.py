@@ -3,7 +3,7 @@
 One event usually shows as several findings: an uninstall that deleted four co-owned
 distributions' files gives four ``missing-files`` and four ``unresolved-library``, and
 eight repair commands where one ``pip install`` line repairs them all. Findings whose fixes
-are the same command are one cause; causes repaired by reinstalls through the same installer
+are the same remedies are one cause; causes repaired by reinstalls through the same installer
 and interpreter merge into one, with one command naming every distribution. The title says
 what the user will see: the import that fails, else what was lost. Pure: findings in,
 causes out; the findings themselves are unchanged (JSON keeps them as they are).
@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from libdoctor.findings import Finding, Fix, Severity
+from libdoctor.remedy import Install, Pin, Reinstall, Remedy
 
 __all__ = ["Cause", "combined_fix", "group_causes"]
-
-# A reinstall fix ends with one NAME==VERSION; several merge by joining those.
-_PINNED = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[^\s=]+$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +37,9 @@ class Cause:
 def group_causes(findings: Sequence[Finding]) -> list[Cause]:
     """FINDINGS (already in display order) as causes, most severe first, order kept."""
     groups: list[list[Finding]] = []
-    by_fix: dict[str, list[Finding]] = {}
+    by_fix: dict[tuple[Remedy, ...], list[Finding]] = {}
     for finding in findings:
-        key = finding.fix.command if finding.fix is not None else None
+        key = finding.fix.remedies if finding.fix is not None else None
         if key is None:
             groups.append([finding])
         elif key in by_fix:
@@ -53,24 +51,56 @@ def group_causes(findings: Sequence[Finding]) -> list[Cause]:
     return sorted(causes, key=lambda c: -c.severity)
 
 
-def _reinstall_prefix(group: Sequence[Finding]) -> tuple[str, ...] | None:
-    """The argv before NAME==VERSION when the group's fix is one reinstall command."""
+def _reinstall_key(group: Sequence[Finding]) -> Reinstall | Install | None:
+    """The group's one (re)install less its last NAME==VERSION, when its fix is that."""
     fix = group[0].fix
-    if fix is None or len(fix.steps) > 1:
+    if fix is None or len(fix.remedies) != 1:
         return None
-    argv = fix.argv
-    if "install" not in argv or not argv or not _PINNED.match(argv[-1]):
-        return None
-    return argv[:-1]
+    return _merge_key(fix.remedies[0])
+
+
+# An exact pin an installer reads as one requirement beside others: NAME==VERSION.
+_EXACT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[^\s=]+$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_VERSION = re.compile(r"[^\s=]+$")
+
+
+def _exact(pin: Pin) -> bool:
+    return bool(_NAME.fullmatch(pin.name)) and bool(_VERSION.match(pin.version))
+
+
+def _merge_key(remedy: Remedy) -> Reinstall | Install | None:
+    """REMEDY without its last requirement, when that is an exact pin: remedies of one key
+    differ in that pin alone, and one command names every pin. A reinstall of several keys
+    by all but its last, as the command it is reads. None for conda (a package and its build
+    per call) and anything but a (re)install."""
+    if isinstance(remedy, Reinstall):
+        if remedy.via.installer == "conda" or not _exact(remedy.dists[-1]):
+            return None
+        return replace(remedy, dists=remedy.dists[:-1])
+    if isinstance(remedy, Install) and not remedy.editable and remedy.requirements:
+        if not _EXACT.match(remedy.requirements[-1]):
+            return None
+        return replace(remedy, requirements=remedy.requirements[:-1])
+    return None
+
+
+def _merged(key: Reinstall | Install, remedies: Sequence[Remedy]) -> Remedy:
+    """KEY with the last pin of each of REMEDIES (all of that key) after its own, each once."""
+    if isinstance(key, Reinstall):
+        pins = [r.dists[-1] for r in remedies if isinstance(r, Reinstall)]
+        return replace(key, dists=(*key.dists, *dict.fromkeys(pins)))
+    last = [r.requirements[-1] for r in remedies if isinstance(r, Install)]
+    return replace(key, requirements=(*key.requirements, *dict.fromkeys(last)))
 
 
 def _merge_reinstalls(groups: list[list[Finding]]) -> list[list[Finding]]:
     """Groups that break the same import and are repaired by reinstalls through one
     installer and interpreter: one cause (the seed: four lost distributions, one torch)."""
     merged: list[list[Finding]] = []
-    by_key: dict[tuple[tuple[str, ...], str], list[Finding]] = {}
+    by_key: dict[tuple[Reinstall | Install, str], list[Finding]] = {}
     for group in groups:
-        prefix = _reinstall_prefix(group)
+        prefix = _reinstall_key(group)
         imports = _failing_imports(group)
         if prefix is None or not imports:
             merged.append(group)
@@ -87,9 +117,9 @@ def _merge_reinstalls(groups: list[list[Finding]]) -> list[list[Finding]]:
 def combined_fix(causes: Sequence[Cause]) -> Fix | None:
     """One command for the causes repaired by reinstalls through the same installer and
     interpreter, when there are several such causes (one cause's own fix says it already)."""
-    by_prefix: dict[tuple[str, ...], list[Cause]] = {}
+    by_prefix: dict[Reinstall | Install, list[Cause]] = {}
     for cause in causes:
-        prefix = _reinstall_prefix(cause.findings)
+        prefix = _reinstall_key(cause.findings)
         if prefix is not None:
             by_prefix.setdefault(prefix, []).append(cause)
     several = [group for group in by_prefix.values() if len(group) > 1]
@@ -109,12 +139,11 @@ def _one_fix(group: Sequence[Finding]) -> Fix | None:
     fixes = list(dict.fromkeys(f.fix for f in group if f.fix is not None))
     if len(fixes) == 1:
         return fixes[0]
-    prefix = _reinstall_prefix(group)
-    if prefix is None:
+    key = _reinstall_key(group)
+    if key is None:
         return None
-    pins = list(dict.fromkeys(f.argv[-1] for f in fixes))
-    argv = (*prefix, *pins)
-    return Fix(argv, note="one command reinstalls them all", steps=(argv,))
+    remedies = [r for f in fixes for r in f.remedies]
+    return Fix((_merged(key, remedies),), note="one command reinstalls them all")
 
 
 def _title(group: Sequence[Finding]) -> str:

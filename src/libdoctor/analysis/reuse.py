@@ -471,7 +471,7 @@ def _plain_result(report: Report, versions: Versions | None) -> tuple[Any, ...] 
 
 def _plain_finding(f: Finding) -> tuple[Any, ...]:
     dist = None if f.distribution is None else (f.distribution.name, f.distribution.version)
-    fix = None if f.fix is None else (f.fix.argv, f.fix.note, f.fix.steps)
+    fix = None if f.fix is None else f.fix.to_plain()
     return (f.code, int(f.severity), f.message, dist, f.paths, dict(f.evidence), fix)
 
 
@@ -526,11 +526,9 @@ def _finding_of(plain: object) -> Finding | None:
         return None
     if dist is not None and not _fields(dist, str, str):
         return None
-    if fix is not None:
-        if not _fields(fix, tuple, str, tuple) or not _strings(fix[0]):
-            return None
-        if not all(type(step) is tuple and _strings(step) for step in fix[2]):
-            return None
+    remedied = None if fix is None else Fix.from_plain(fix)
+    if fix is not None and remedied is None:
+        return None
     return Finding(
         code=code,
         severity=Severity(severity),
@@ -538,7 +536,7 @@ def _finding_of(plain: object) -> Finding | None:
         distribution=None if dist is None else DistRef(*dist),
         paths=paths,
         evidence=evidence,
-        fix=None if fix is None else Fix(argv=fix[0], note=fix[1], steps=fix[2]),
+        fix=remedied,
     )
 
 

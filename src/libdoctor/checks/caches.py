@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from libdoctor.findings import Finding, Fix, Severity
+from libdoctor.remedy import ClearCache
 from libdoctor.stack.caches import CacheScan, Entry, QuickHit, size_text
 
 __all__ = ["clear_fix", "stale_entry_findings", "stale_summary"]
 
 
 def clear_fix(kinds: Sequence[str], prefix: str) -> Fix:
-    return Fix(("libdoctor", "caches", "clear", "--stale", *kinds, prefix))
+    return Fix((ClearCache(tuple(kinds), prefix),))
 
 
 def stale_entry_findings(scans: Sequence[CacheScan], prefix: str) -> list[Finding]:

@@ -25,6 +25,7 @@ from libdoctor.environment.distributions import Distribution, canonicalize_name
 from libdoctor.environment.lockfile import LockedPackage
 from libdoctor.environment.model import Environment
 from libdoctor.findings import DistRef, Finding, Fix, Severity
+from libdoctor.remedy import LockRemove
 from libdoctor.stack.cuda import CudaPackage, cuda_major_of
 from libdoctor.stack.frameworks import FrameworkBuild
 
@@ -46,7 +47,9 @@ class LockFix:
     def removal(self, names: Sequence[str]) -> Fix | None:
         if self.format != "uv.lock" or not names:
             return None
-        return Fix(("uv", "remove", *names), "beside the project's pyproject.toml; uv locks again")
+        return Fix(
+            (LockRemove(tuple(names)),), "beside the project's pyproject.toml; uv locks again"
+        )
 
     def stray(self, a: Distribution, b: Distribution) -> Distribution:
         """Of A and B, the one to drop: the one no other locked wheel requires."""

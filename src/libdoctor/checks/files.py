@@ -25,11 +25,12 @@ from libdoctor.checks.wording import (
 )
 from libdoctor.disk.stat import Disk, FileState
 from libdoctor.environment.distributions import EMPTY_RECORD, Distribution
-from libdoctor.environment.installers import reinstall_argv, steps_fix
+from libdoctor.environment.installers import reinstall
 from libdoctor.environment.model import Claim, Environment, EscapingPath
 from libdoctor.environment.paths import display, is_bytecode, is_native
 from libdoctor.environment.record import RecordProblem
 from libdoctor.findings import Finding, Fix, Severity
+from libdoctor.remedy import RemoveMetadata
 
 if TYPE_CHECKING:
     from libdoctor.disk.hashing import HashJob
@@ -166,10 +167,9 @@ def _duplicate_fix(current: Distribution, stale: Sequence[str], env: Environment
     then reinstall the current version so its files are whole."""
     if current.external:
         return None
-    removals = [("rm", "-rf", "--", path) for path in stale]
-    return steps_fix(
-        *removals,
-        reinstall_argv(current, env.target),
+    removals = tuple(RemoveMetadata(path) for path in stale)
+    return Fix(
+        (*removals, reinstall(current, env.target)),
         note="the stale metadata directories only; the files stay the current version's",
     )
 

@@ -19,7 +19,7 @@ from libdoctor.checks.requirements import missing_requirements
 from libdoctor.checks.wording import file_list
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, required_names
-from libdoctor.environment.installers import reinstall_argv, steps_fix
+from libdoctor.environment.installers import reinstall
 from libdoctor.environment.model import Environment, is_inside
 from libdoctor.environment.paths import display, is_native
 from libdoctor.environment.policy import is_driver_library
@@ -288,7 +288,7 @@ def reinstall_fix(env: Environment, dists: Sequence[Distribution]) -> Fix | None
     usable = [d for d in dict.fromkeys(dists) if not d.external]
     if not usable:
         return None
-    return steps_fix(*(reinstall_argv(d, env.target) for d in usable))
+    return Fix(tuple(reinstall(d, env.target) for d in usable))
 
 
 # --- unresolved-library -----------------------------------------------------------------

@@ -25,7 +25,7 @@ Codes: lock-missing, lock-version, lock-extra, lock-artifact, lock-files.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from libdoctor.checks.files import check_files
@@ -33,7 +33,7 @@ from libdoctor.checks.verdict import Digests
 from libdoctor.checks.wording import plural, ref
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution
-from libdoctor.environment.installers import install_argv, uninstall_argv
+from libdoctor.environment.installers import install, uninstall
 from libdoctor.environment.lockfile import (
     Artifact,
     InstalledFrom,
@@ -46,6 +46,7 @@ from libdoctor.environment.lockfile import (
 )
 from libdoctor.environment.model import Environment
 from libdoctor.findings import Code, DistRef, Finding, Fix, Severity
+from libdoctor.remedy import Install
 
 __all__ = ["INSTALLER_TOOLS", "LockCheck", "check_lock"]
 
@@ -180,29 +181,28 @@ def _install_fix(
         import os
 
         path = os.path.abspath(os.path.join(lock.base, editable.location))
-        argv = install_argv(env.target, path, installer, reinstall=reinstall)
-        return Fix((*argv[:-1], "--editable", path))
+        return Fix((install(env.target, path, installer, reinstall=reinstall, editable=True),))
     requirement = source_requirement(package, lock.base)
     if requirement is None and package.version is not None and package.source == "registry":
-        argv = install_argv(env.target, f"{package.name}=={package.version}", installer,
-                            reinstall=reinstall)  # fmt: skip
-        return Fix(from_locked_index(argv, package))
+        pinned = f"{package.name}=={package.version}"
+        remedy = install(env.target, pinned, installer, reinstall=reinstall)
+        return Fix((from_locked_index(remedy, package),))
     if requirement is None:
         return None
-    return Fix(install_argv(env.target, requirement, installer, reinstall=reinstall))
+    return Fix((install(env.target, requirement, installer, reinstall=reinstall),))
 
 
 _PYPI = ("https://pypi.org/simple", "https://pypi.org/simple/")
 
 
-def from_locked_index(argv: tuple[str, ...], package: LockedPackage) -> tuple[str, ...]:
-    """ARGV (an install of NAME==VERSION, the requirement last) from the index the lock
+def from_locked_index(remedy: Install, package: LockedPackage) -> Install:
+    """REMEDY (an install of NAME==VERSION) from the index the lock
     names for PACKAGE when it is not PyPI: torch 2.9.1+cpu is only on PyTorch's index, and
     ``pip install torch==2.9.1+cpu`` from PyPI finds nothing. ``--no-deps`` makes it the
     only index needed."""
     if package.index is None or package.index in _PYPI:
-        return argv
-    return (*argv[:-1], "--index-url", package.index, argv[-1])
+        return remedy
+    return replace(remedy, index_url=package.index)
 
 
 def _version(env: Environment, lock: Lock, package: LockedPackage, dist: Distribution) -> Finding:
@@ -434,8 +434,8 @@ def _artifact_finding(
     installer = _dist_installer(dist, env)
     requirement = url or f"{package.name}=={package.version}"
     note = "" if url else "a reinstall from the index; verify again to see which file came"
-    argv = install_argv(env.target, requirement, installer, reinstall=True)
-    argv = argv if url else from_locked_index(argv, package)
+    remedy = install(env.target, requirement, installer, reinstall=True)
+    remedy = remedy if url else from_locked_index(remedy, package)
     evidence = {
         **_lock_evidence(lock, package),
         "installed_from": found.url,
@@ -449,7 +449,7 @@ def _artifact_finding(
         dist,
         f"{dist.display} is not the locked artifact: {why}.",
         evidence,
-        Fix(argv, note=note),
+        Fix((remedy,), note=note),
     )
 
 
@@ -529,5 +529,5 @@ def _extra(env: Environment, lock: Lock, dist: Distribution, excluded: str | Non
         dist,
         f"{dist.display} is installed but {why}.",
         {"lock": lock.path, **({"excluded": excluded} if excluded else {})},
-        None if dist.external else Fix(uninstall_argv(dist, env.target)),
+        None if dist.external else Fix((uninstall(dist, env.target),)),
     )

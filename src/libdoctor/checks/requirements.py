@@ -29,34 +29,18 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from libdoctor.checks.wording import about, plural, ref, repair_fix, severity_for
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution
-from libdoctor.environment.installers import python_for, steps_fix
+from libdoctor.environment.installers import install_like
 from libdoctor.environment.model import Environment
 from libdoctor.environment.paths import is_native
 from libdoctor.environment.requirements import Dependency, RequirementIndex
 from libdoctor.findings import Code, Finding, Fix, Severity
 
-if TYPE_CHECKING:
-    from libdoctor.environment.target import Target
-
-__all__ = ["check_requirements", "install_argv", "missing_requirements", "phantom_natives"]
-
-
-def install_argv(
-    requirement: str, like: Distribution, target: Target, *, deps: bool = True
-) -> tuple[str, ...]:
-    """Install REQUIREMENT with the installer that manages LIKE; without its own
-    requirements when DEPS is false."""
-    python = python_for(like, target) or "python"
-    installer = (like.installer or "pip").strip().lower()
-    no_deps = () if deps else ("--no-deps",)
-    if installer == "uv":
-        return ("uv", "pip", "install", *no_deps, "--python", python, requirement)
-    return (python, "-m", "pip", "install", *no_deps, requirement)
+__all__ = ["check_requirements", "missing_requirements", "phantom_natives"]
 
 
 def phantom_natives(env: Environment, disk: Disk, dist: Distribution) -> int:
@@ -245,7 +229,7 @@ def _install_fix(env: Environment, wanted: Sequence[Dependency], like: Distribut
     requirement = _joined(wanted)
     who = sorted({f"{d.requirer.name} ({d.requirement})" for d in wanted})
     note = f"meets every requirement on {wanted[0].name} here: " + ", ".join(who)
-    return steps_fix(install_argv(requirement, like, env.target), note=note)
+    return Fix((install_like(requirement, like, env.target),), note=note)
 
 
 def _joined(wanted: Sequence[Dependency]) -> str:

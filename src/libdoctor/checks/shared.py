@@ -22,7 +22,7 @@ from libdoctor.checks.verdict import Digests, judge
 from libdoctor.checks.wording import are, plural, severity_for
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution
-from libdoctor.environment.installers import reinstall_argv, steps_fix, uninstall_argv
+from libdoctor.environment.installers import reinstall, uninstall
 from libdoctor.environment.model import Claim, Environment
 from libdoctor.environment.paths import display, is_bytecode
 from libdoctor.findings import Finding, Fix, Severity
@@ -197,9 +197,8 @@ def _keep_one_fix(
     note = f"keeps {keep.name}: {keeper.reason}"
     if keeper.unmet:
         note += f"; the uninstall leaves unmet: {', '.join(keeper.unmet)}"
-    return steps_fix(
-        *(uninstall_argv(d, env.target) for d in removed),
-        reinstall_argv(keep, env.target),
+    return Fix(
+        (*(uninstall(d, env.target) for d in removed), reinstall(keep, env.target)),
         note=note + "; to keep another instead, swap the names",
     )
 

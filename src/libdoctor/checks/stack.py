@@ -27,16 +27,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from libdoctor.checks.requirements import install_argv
 from libdoctor.checks.verdict import Digests, judge
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution
-from libdoctor.environment.installers import reinstall_argv, steps_fix, uninstall_argv
+from libdoctor.environment.installers import install_like, reinstall, uninstall
 from libdoctor.environment.model import Claim, Environment, is_inside
 from libdoctor.environment.paths import display, is_bytecode, is_native
 from libdoctor.environment.requirements import Pin, RequirementIndex
 from libdoctor.environment.rooted import Rooted
 from libdoctor.findings import DistRef, Finding, Fix, Severity
+from libdoctor.remedy import Remedy
 from libdoctor.stack.cuda import CudaPackage, cuda_packages
 from libdoctor.stack.frameworks import FrameworkBuild, Reader, detect_frameworks, env_reader
 from libdoctor.stack.preload import (
@@ -150,8 +150,8 @@ def removal_fix(env: Environment, removed: Sequence[Distribution], note: str = "
         for claim in env.claims.get(path, ()):
             if claim.dist.metadata_dir not in gone:
                 damaged.setdefault(claim.dist.metadata_dir, claim.dist)
-    steps = [uninstall_argv(d, env.target) for d in removed]
-    steps += [reinstall_argv(d, env.target) for d in damaged.values() if not d.external]
+    steps: list[Remedy] = [uninstall(d, env.target) for d in removed]
+    steps += [reinstall(d, env.target) for d in damaged.values() if not d.external]
     if damaged:
         names = _names(damaged.values())
         text = (
@@ -160,7 +160,7 @@ def removal_fix(env: Environment, removed: Sequence[Distribution], note: str = "
         )
     else:
         text = "the uninstall deletes no file another distribution claims"
-    return steps_fix(*steps, note=f"{note}; {text}" if note else text)
+    return Fix(tuple(steps), note=f"{note}; {text}" if note else text)
 
 
 # --------------------------------------------------------------------------- cuda-mixed-major
@@ -311,8 +311,8 @@ def _pin_finding(env: Environment, build: FrameworkBuild, pin: Pin) -> Finding:
         "pip check does not look at pins reached through extras, and a mismatched CUDA "
         "library loads without a word until a symbol or a kernel is missing."
     )
-    fix = steps_fix(
-        install_argv(pin.requirement, installed or build.dist, env.target, deps=False),
+    fix = Fix(
+        (install_like(pin.requirement, installed or build.dist, env.target, deps=False),),
         note=f"installs the version {build.dist.name} was built against",
     )
     return Finding(
@@ -602,12 +602,12 @@ def _foreign_fix(
         if pinned_dist.external:
             return None, ""
         return (
-            steps_fix(
-                reinstall_argv(pinned_dist, env.target),
+            Fix(
+                (reinstall(pinned_dist, env.target),),
                 note=f"{owner.name} stays: required by {stack.requirements.requirers_text(owner)}",
             ),
             f"{owner.name} is required by {stack.requirements.requirers_text(owner)}.",
         )
     if pinned_dist.external:
         return None, ""
-    return steps_fix(reinstall_argv(pinned_dist, env.target)), ""
+    return Fix((reinstall(pinned_dist, env.target),)), ""

@@ -131,7 +131,7 @@ def refuse_unrunnable(target: Target, steps: Sequence[Step]) -> None:
     from libdoctor.errors import LibdoctorError
 
     for step in steps:
-        why = unrunnable(step.argv, target)
+        why = unrunnable(step.remedy, target)
         if why is not None:
             raise LibdoctorError(f"refused: {why}")
 

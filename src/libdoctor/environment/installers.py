@@ -1,9 +1,10 @@
-"""How libdoctor calls an environment's own installer (pip, uv, conda): the one place that
-knows their arguments (reinstall, uninstall, index options, ``--python``), the environment
-they run in and how their exit codes and output come back.
+"""How libdoctor calls an environment's own installer (pip, uv, conda): who installs a
+distribution (``Via``: the installer, its executable, the interpreter, the ``--target``
+folder), resolved once when a remedy is made; the environment the installer runs in; and
+how its exit codes and output come back. The command lines are ``libdoctor.remedy``'s.
 
-Every argv names the target's own interpreter as its real binary (or ``--python`` it, for
-uv), never a ``python`` from PATH: without one it names a placeholder (``<python3.11>``) that
+A remedy names the target's own interpreter as its real binary, never a ``python`` from
+PATH: without one it has none, printed as a placeholder (``<python3.11>``) that
 ``unrunnable`` refuses to run. A ``pip install --target`` folder is installed into with
 ``--target``; pip cannot uninstall from one. The installers run with the variables that would
 send them elsewhere (``PIP_TARGET``, ``PIP_PREFIX``, ``PIP_USER``, ``PYTHONPATH``, ...) removed.
@@ -15,7 +16,6 @@ import fnmatch
 import glob
 import importlib.util
 import os
-import shlex
 import shutil
 import sys
 import sysconfig
@@ -27,31 +27,23 @@ from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.target import Target, find_python
 from libdoctor.errors import LibdoctorError
 from libdoctor.findings import Fix
+from libdoctor.remedy import (
+    Install,
+    Pin,
+    Reinstall,
+    Remedy,
+    Uninstall,
+    Via,
+    placeholder,
+)
 
 
-def python_for(dist: Distribution, target: Target) -> str:
+def python_for(dist: Distribution, target: Target) -> str | None:
     """The interpreter whose installer manages ``dist`` (the base one for inherited sites),
-    as its real binary. When there is none, a placeholder that says what is needed
-    (``<python3.11>``): never a bare ``python`` that PATH would resolve to another env."""
-    found = (
-        find_python(Path(dist.site.prefix), target.python_version)
-        if dist.site.inherited
-        else target.python
-    )
-    return found or missing_python(target)
-
-
-def missing_python(target: Target) -> str:
-    version = target.python_version
-    return f"<python{version[0]}.{version[1]}>" if version else "<python>"
-
-
-def has_python(dist: Distribution, target: Target) -> bool:
-    return not python_for(dist, target).startswith("<")
-
-
-def requirement(dist: Distribution) -> str:
-    return f"{dist.name}=={dist.version}"
+    as its real binary; None when there is none (a remedy then prints a placeholder)."""
+    if dist.site.inherited:
+        return find_python(Path(dist.site.prefix), target.python_version) or None
+    return target.python or None
 
 
 CONDA_TOOLS = ("conda", "mamba", "micromamba")
@@ -113,18 +105,35 @@ def placed_in_folder(dist: Distribution, folder: str) -> list[str]:
 def folder_entries(dist: Distribution, folder: str) -> set[str]:
     """The top-level entries of FOLDER that ``pip install --target --upgrade`` of DIST
     replaces whole (``shutil.rmtree``), whoever owns the files in them."""
-    return {os.path.relpath(p, folder).split(os.sep, 1)[0] for p in placed_in_folder(dist, folder)}
+    return _entries(placed_in_folder(dist, folder), folder)
+
+
+def _entries(paths: Sequence[str], folder: str) -> set[str]:
+    return {os.path.relpath(p, folder).split(os.sep, 1)[0] for p in paths}
+
+
+@dataclass(frozen=True, slots=True)
+class FolderCompanions:
+    """What one ``pip install --target FOLDER --upgrade`` of some distributions takes along
+    (``along``), and where each distribution it looked at has its files in FOLDER
+    (``placed``) and under which top-level entries (``entries``), by metadata directory."""
+
+    along: tuple[Distribution, ...]
+    placed: Mapping[str, tuple[str, ...]]
+    entries: Mapping[str, frozenset[str]]
 
 
 def folder_companions(
     dists: Sequence[Distribution], installed: Sequence[Distribution], folder: str
-) -> list[Distribution]:
+) -> FolderCompanions:
     """The other distributions one ``pip install --target FOLDER --upgrade`` of DISTS must
     reinstall too: every one with files under an entry it replaces, and theirs in turn."""
     local = [d for d in installed if not d.site.inherited]
-    entries_by = {d.metadata_dir: folder_entries(d, folder) for d in local}
+    placed = {d.metadata_dir: tuple(placed_in_folder(d, folder)) for d in (*local, *dists)}
+    entries_by = {k: frozenset(_entries(paths, folder)) for k, paths in placed.items()}
+    own = {d.metadata_dir for d in local}
     chosen = {d.metadata_dir for d in dists}
-    entries = set().union(*(entries_by.get(d.metadata_dir, set()) for d in dists))
+    entries = set().union(*(entries_by[d.metadata_dir] for d in dists if d.metadata_dir in own))
     along: list[Distribution] = []
     grew = True
     while grew:
@@ -135,129 +144,77 @@ def folder_companions(
                 along.append(dist)
                 entries |= entries_by[dist.metadata_dir]
                 grew = True
-    return along
+    return FolderCompanions(tuple(along), placed, entries_by)
 
 
-# pip cannot uninstall from a --target folder: it only sees its own environment. A fix that
-# needs one names this instead of a command that would act on another environment.
-NO_PIP_UNINSTALL = "<pip cannot uninstall from a --target folder>"
-
-
-def reinstall_argv(dist: Distribution, target: Target) -> tuple[str, ...]:
-    """The reinstall of DIST at its installed version, no dependencies; the requirement is
-    always the last argument (``merge_reinstalls`` relies on it)."""
-    python = python_for(dist, target)
+def via_for(dist: Distribution, target: Target) -> Via:
+    """Who reinstalls or uninstalls DIST: its installer (conda's binary found here), the
+    interpreter that manages it, the ``--target`` folder it lives in."""
     installer = _installer(dist)
-    folder = _folder(dist, target)
-    into = ("--target", folder) if folder else ()
-    if installer == "uv":
-        return (
-            "uv",
-            "pip",
-            "install",
-            *into,
-            "--reinstall",
-            "--no-deps",
-            "--python",
-            python,
-            requirement(dist),
-        )
     if installer == "conda":
-        return (
-            conda_exe(dist.site.prefix),
-            "install",
-            "--yes",
-            "--prefix",
-            dist.site.prefix,
-            "--force-reinstall",
-            "--no-deps",
-            dist.conda_spec or f"{dist.name}={dist.version}",
-        )
-    if folder:
-        # pip installs a --target folder through a scratch dir and moves each top-level
-        # entry in: --upgrade replaces an existing one whole (so its other owners' files go
-        # too: repair.targetdir reinstalls them in the same call).
-        return (python, "-m", "pip", "install", *into, "--upgrade", "--no-deps", requirement(dist))
+        prefix = dist.site.prefix
+        return Via("conda", prefix=prefix, exe=conda_exe(prefix), recorded=installer)
+    return Via(
+        "uv" if installer == "uv" else "pip",
+        python_for(dist, target),
+        target.python_version,
+        _folder(dist, target),
+        recorded=installer,
+    )
+
+
+def reinstall(dist: Distribution, target: Target) -> Reinstall:
+    """The reinstall of DIST at its installed version, no dependencies."""
+    via = via_for(dist, target)
+    spec = (dist.conda_spec or "") if via.installer == "conda" else ""
     # pip refuses to uninstall (so to --force-reinstall) a distribution without RECORD;
     # --ignore-installed writes the files and a new RECORD over it instead.
-    how = (
-        "--ignore-installed"
-        if dist.record is None and dist.kind == "dist-info"
-        else ("--force-reinstall")
+    over = via.installer == "pip" and via.folder is None
+    over = over and dist.record is None and dist.kind == "dist-info"
+    return Reinstall((Pin(dist.name, dist.version, spec),), via, ignore_installed=over)
+
+
+def uninstall(dist: Distribution, target: Target) -> Uninstall:
+    via = via_for(dist, target)
+    if via.installer == "conda" and dist.conda_spec:
+        return Uninstall(dist.conda_spec.split("=")[0], via)
+    return Uninstall(dist.name, via)
+
+
+def install(
+    target: Target,
+    requirement: str,
+    installer: str = "pip",
+    *,
+    reinstall: bool = False,
+    editable: bool = False,
+) -> Install:
+    """Install REQUIREMENT (``name==1.0``, a URL, a directory with EDITABLE) into TARGET
+    with its INSTALLER, no dependencies; REINSTALL replaces an installed copy of the same
+    version."""
+    via = Via(
+        "uv" if installer == "uv" else "pip",
+        target.python or None,
+        target.python_version,
+        target.target_dir or None,
+        recorded=installer,
     )
-    return (python, "-m", "pip", "install", how, "--no-deps", requirement(dist))
+    return Install((requirement,), via, reinstall=reinstall, deps=False, editable=editable)
 
 
-def install_argv(
-    target: Target, requirement: str, installer: str = "pip", *, reinstall: bool = False
-) -> tuple[str, ...]:
-    """Install REQUIREMENT (``name==1.0`` or a URL) into TARGET with its INSTALLER, no
-    dependencies; REINSTALL replaces an installed copy of the same version."""
-    python = target.python or missing_python(target)
-    into = ("--target", target.target_dir) if target.target_dir else ()
-    if installer == "uv":
-        again = ("--reinstall",) if reinstall else ()
-        return ("uv", "pip", "install", *into, *again, "--no-deps", "--python", python, requirement)
-    again = ("--upgrade",) if into else ("--force-reinstall",) if reinstall else ()
-    return (python, "-m", "pip", "install", *into, *again, "--no-deps", requirement)
-
-
-def uninstall_argv(dist: Distribution, target: Target) -> tuple[str, ...]:
-    python = python_for(dist, target)
-    installer = _installer(dist)
-    folder = _folder(dist, target)
-    if installer == "uv":
-        into = ("--target", folder) if folder else ()
-        return ("uv", "pip", "uninstall", *into, "--python", python, dist.name)
-    if installer == "conda":
-        name = dist.conda_spec.split("=")[0] if dist.conda_spec else dist.name
-        return (
-            conda_exe(dist.site.prefix),
-            "remove",
-            "--yes",
-            "--prefix",
-            dist.site.prefix,
-            "--force",
-            name,
-        )
-    if folder:
-        return (NO_PIP_UNINSTALL, dist.name)
-    return (python, "-m", "pip", "uninstall", "--yes", dist.name)
-
-
-def merge_reinstalls(steps: Sequence[tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
-    """Adjacent reinstalls by one installer and interpreter as one call: ``pip install
-    --force-reinstall --no-deps A==1 B==2`` does what the two calls would, in one run."""
-    merged: list[tuple[str, ...]] = []
-    for step in steps:
-        last = merged[-1] if merged else None
-        if last is not None and is_reinstall(step) and is_reinstall(last):
-            base = step[:-1]
-            if last[: len(base)] == base and all(_is_requirement(a) for a in last[len(base) :]):
-                merged[-1] = (*last, step[-1])
-                continue
-        merged.append(step)
-    return tuple(merged)
-
-
-def is_reinstall(argv: Sequence[str]) -> bool:
-    return "install" in argv and any(
-        flag in argv for flag in ("--force-reinstall", "--reinstall", "--upgrade")
+def install_like(
+    requirement: str, like: Distribution, target: Target, *, deps: bool = True
+) -> Install:
+    """Install REQUIREMENT with the installer and interpreter that manage LIKE (no
+    ``--target``); without its own requirements when DEPS is false."""
+    installer = _installer(like)
+    via = Via(
+        "uv" if installer == "uv" else "pip",
+        python_for(like, target),
+        target.python_version,
+        recorded=installer,
     )
-
-
-def _is_requirement(arg: str) -> bool:
-    return "==" in arg and not arg.startswith("-")
-
-
-def steps_fix(*steps: tuple[str, ...], note: str = "") -> Fix:
-    """One or more commands to run in order; a multi-step fix runs as one ``sh -c``.
-    Adjacent reinstalls through one installer become one call."""
-    steps = merge_reinstalls(steps)
-    if len(steps) == 1:
-        return Fix(steps[0], note=note, steps=steps)
-    script = " && ".join(shlex.join(step) for step in steps)
-    return Fix(("sh", "-c", script), note=note, steps=steps)
+    return Install((requirement,), via, deps=deps)
 
 
 def reinstall_fix(
@@ -268,8 +225,9 @@ def reinstall_fix(
     ``folder_companions``), so that the command is safe on its own."""
     notes = [note] if note else []
     folder = _folder(dist, target)
-    along = folder_companions([dist], installed, folder) if folder and _pip_made(dist) else []
-    along = [d for d in along if not d.external]
+    along: list[Distribution] = []
+    if folder and _pip_made(dist):
+        along = [d for d in folder_companions([dist], installed, folder).along if not d.external]
     if along:
         names = ", ".join(d.display for d in along)
         notes.append(
@@ -277,52 +235,44 @@ def reinstall_fix(
             f"--upgrade replaces the top-level directories {dist.name} shares with "
             f"{'it' if len(along) == 1 else 'them'} whole"
         )
-    if not has_python(dist, target) and _installer(dist) != "conda":
+    remedies = tuple(reinstall(d, target) for d in (dist, *along))
+    if remedies[0].via.python is None and remedies[0].via.installer != "conda":
         notes.append(no_python_note(target))
-    argvs = [reinstall_argv(d, target) for d in (dist, *along)]
-    return steps_fix(*argvs, note="; ".join(notes))
+    return Fix(remedies, note="; ".join(notes))
 
 
 def no_python_note(target: Target) -> str:
     """What to put where the placeholder interpreter stands."""
-    placeholder = missing_python(target)
+    stand_in = placeholder(target.python_version)
     if target.target_dir:
         built = f" ({target.built_for})" if target.built_for else ""
         return (
             f"a `pip install --target` folder has no interpreter of its own: put the one that "
-            f"uses it{built} in place of {placeholder}, or give it to libdoctor fix with --python"
+            f"uses it{built} in place of {stand_in}, or give it to libdoctor fix with --python"
         )
-    return f"no interpreter found in the target: put its python in place of {placeholder}"
+    return f"no interpreter found in the target: put its python in place of {stand_in}"
 
 
-def interpreter_of(argv: Sequence[str]) -> str | None:
-    """The interpreter an installer command runs with: pip's is the program, uv's follows
-    ``--python``; None for commands that name none (conda)."""
-    if not argv:
-        return None
-    if os.path.basename(argv[0]) == "uv":
-        index = list(argv).index("--python") if "--python" in argv else -1
-        return argv[index + 1] if 0 <= index < len(argv) - 1 else ""
-    if list(argv[1:3]) == ["-m", "pip"] or argv[0].startswith("<"):
-        return argv[0]
-    return None
-
-
-def unrunnable(argv: Sequence[str], target: Target) -> str | None:
-    """Why libdoctor must not run ARGV itself: its interpreter is a placeholder, or not an
-    existing absolute path. PATH never picks the interpreter an installer runs with."""
-    if argv and argv[0] == NO_PIP_UNINSTALL:
+def unrunnable(remedy: Remedy, target: Target) -> str | None:
+    """Why libdoctor must not run REMEDY itself: pip cannot uninstall from a --target folder,
+    or its interpreter is none, or not an existing absolute path. PATH never picks the
+    interpreter an installer runs with."""
+    if isinstance(remedy, Uninstall) and remedy.impossible:
         return (
             f"{target.prefix} is a folder made with `pip install --target`: pip cannot "
-            f"uninstall {argv[-1]} from it (it only uninstalls from its own environment)"
+            f"uninstall {remedy.name} from it (it only uninstalls from its own environment)"
         )
-    python = interpreter_of(argv)
-    if python is None:
+    if not isinstance(remedy, (Reinstall, Install, Uninstall)):
         return None
-    if python.startswith("<") or not python:
+    via = remedy.via
+    if via.installer == "conda":
+        return None  # named, never run: the step check refuses it
+    if not via.python:
         return no_python_reason(target)
-    if not os.path.isabs(python) or not os.access(python, os.X_OK):
-        return f"{python} is not an interpreter libdoctor can run (an absolute, executable path)"
+    if not os.path.isabs(via.python) or not os.access(via.python, os.X_OK):
+        return (
+            f"{via.python} is not an interpreter libdoctor can run (an absolute, executable path)"
+        )
     return None
 
 
@@ -338,10 +288,6 @@ def no_python_reason(target: Target) -> str:
         f"no interpreter found in {target.prefix}: libdoctor runs an installer only with the "
         "environment's own interpreter, never one from PATH"
     )
-
-
-RUNNABLE = frozenset({"pip", "uv"})
-"""The installers libdoctor runs itself; others (conda, a distro) are only named in a fix."""
 
 
 def find_uv(environ: Mapping[str, str]) -> str:
@@ -513,7 +459,7 @@ def env_installer(target: Target, dists: Sequence[Distribution]) -> str:
     return "pip" if has_own_pip(target) else "uv"
 
 
-def request_argv(target: Target, installer: str, items: Sequence[str]) -> tuple[str, ...]:
+def request_install(target: Target, installer: str, items: Sequence[str]) -> Install:
     """``pip install ITEMS`` into TARGET by its own interpreter, or ``uv pip install --python``
     it; ITEMS are requirements, wheel files and ``-r``/``-c`` files, as the user gave them."""
     python = target_python(target)
@@ -522,9 +468,9 @@ def request_argv(target: Target, installer: str, items: Sequence[str]) -> tuple[
             f"{target.target_dir} is a folder made with `pip install --target`: libdoctor "
             "install does not install into one yet"
         )
-    if installer == "uv":
-        return ("uv", "pip", "install", "--python", python, *items)
-    return (python, "-m", "pip", "install", *items)
+    name = "uv" if installer == "uv" else "pip"
+    via = Via(name, python, target.python_version, recorded=installer)
+    return Install(tuple(items), via)
 
 
 def pip_command(target: Target) -> tuple[str, ...]:

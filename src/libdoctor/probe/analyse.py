@@ -25,7 +25,7 @@ from libdoctor.checks.wording import EXTERNAL_NOTE
 from libdoctor.disk.stat import Disk
 from libdoctor.elf.dynamic import ElfFormatError, read_elf
 from libdoctor.environment.distributions import Distribution
-from libdoctor.environment.installers import reinstall_argv, steps_fix
+from libdoctor.environment.installers import reinstall
 from libdoctor.environment.model import Claim, Environment, is_inside
 from libdoctor.environment.paths import display
 from libdoctor.findings import DistRef, Finding, Fix, Severity
@@ -448,8 +448,8 @@ def _foreign(
                 or (
                     None
                     if target.external
-                    else steps_fix(
-                        reinstall_argv(target, env.target),
+                    else Fix(
+                        (reinstall(target, env.target),),
                         note=f"puts {target.name}'s bytes back",
                     )
                 ),

@@ -12,17 +12,18 @@ distribution whose files pip replaces with the damaged one's (``repair.targetdir
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from libdoctor.analysis.run import run_checks
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, canonicalize_name
-from libdoctor.environment.installers import NO_PIP_UNINSTALL, RUNNABLE, reinstall_argv
+from libdoctor.environment.installers import reinstall
 from libdoctor.environment.model import Environment
 from libdoctor.environment.target import Target
 from libdoctor.environment.wheel import read_wheel, wheel_distribution
 from libdoctor.findings import Finding, Severity
+from libdoctor.remedy import Reinstall, Uninstall
 from libdoctor.repair.targetdir import plan_folder_reinstall, shared_entries
 from libdoctor.repair.verify import Verification, verify_reinstall
 from libdoctor.whatif.plan import Step, diff_findings, plan_uninstall, reinstall_together
@@ -62,52 +63,49 @@ _NOT_AUTOMATIC = {
 _DAMAGED = "its files are missing or altered"
 
 
-def _reinstallable(env: Environment) -> dict[tuple[str, ...], Distribution]:
-    out: dict[tuple[str, ...], Distribution] = {}
+_Own = tuple[Distribution, Reinstall]  # a distribution and its own reinstall
+
+
+def _reinstallable(env: Environment) -> dict[Reinstall, _Own]:
+    """Each distribution fix may reinstall, by its own reinstall."""
+    out: dict[Reinstall, _Own] = {}
     for dist in env.distributions:
         if not (dist.external or dist.site.inherited):
-            out.setdefault(tuple(reinstall_argv(dist, env.target)), dist)
+            own = reinstall(dist, env.target)
+            out.setdefault(own, (dist, own))
     return out
 
 
 def _reinstall_targets(
-    finding: Finding, reinstallable: Mapping[tuple[str, ...], Distribution]
-) -> list[Distribution] | None:
-    """The distributions whose reinstall is FINDING's fix, or None if its fix is otherwise."""
+    finding: Finding, reinstallable: Mapping[Reinstall, _Own]
+) -> list[_Own] | None:
+    """The distributions (with their own reinstalls) whose reinstall is FINDING's fix, or
+    None if its fix is otherwise."""
     if finding.fix is None:
         return None
-    found: list[Distribution] = []
-    for step in finding.fix.steps or (finding.fix.argv,):
-        dists = _split(step, reinstallable)
-        if dists is None:
+    found: list[_Own] = []
+    for remedy in finding.fix.remedies:
+        if not isinstance(remedy, Reinstall):
             return None
-        found += dists
+        for pin in remedy.dists:
+            own = reinstallable.get(replace(remedy, dists=(pin,)))
+            if own is None:
+                return None
+            found.append(own)
     return found or None
-
-
-def _split(
-    step: Sequence[str], reinstallable: Mapping[tuple[str, ...], Distribution]
-) -> list[Distribution] | None:
-    """The distributions one reinstall call names (one or several requirements at its end)."""
-    for count in range(1, len(step)):
-        base, requirements = tuple(step[:-count]), step[-count:]
-        dists = [reinstallable.get((*base, r)) for r in requirements]
-        if all(d is not None for d in dists):
-            return [d for d in dists if d is not None]
-    return None
 
 
 def _why_not(finding: Finding) -> str:
     if finding.fix is None:
         return "no installer command repairs it"
-    if len(finding.fix.steps) > 1:
+    if len(finding.fix.remedies) > 1:
         return "its repair involves an uninstall: a choice for you to make"
     return "its fix is not a reinstall of a distribution installed here"
 
 
-def _blocker(dist: Distribution) -> str | None:
-    installer = (dist.installer or "pip").lower()
-    if installer not in RUNNABLE:
+def _blocker(dist: Distribution, remedy: Reinstall) -> str | None:
+    if not remedy.via.runnable:
+        installer = remedy.via.recorded
         return f"{dist.display} was installed by {installer}: run its fix with {installer}"
     if dist.record is None:
         return f"{dist.display} has no RECORD: pip refuses to reinstall it over itself"
@@ -205,11 +203,11 @@ def _sort_findings(
         if targets is None:
             decided.not_handled.append((finding, _why_not(finding)))
             continue
-        blocked = [b for b in map(_blocker, targets) if b]
+        blocked = [b for b in (_blocker(d, r) for d, r in targets) if b]
         if blocked:
             decided.not_handled.append((finding, "; ".join(blocked)))
             continue
-        decided.reinstalls.append((finding, targets))
+        decided.reinstalls.append((finding, [d for d, _ in targets]))
     return decided
 
 
@@ -221,7 +219,7 @@ def _leftover_steps(
     for dists, finding in decided.leftovers:
         plan = plan_uninstall(env, disk, [d.name for d in dists], libraries)
         names = ", ".join(plan.subjects)
-        if any(s.argv[0] == NO_PIP_UNINSTALL for s in plan.steps):
+        if any(isinstance(s.remedy, Uninstall) and s.remedy.impossible for s in plan.steps):
             decided.not_handled.append(
                 (finding, f"pip cannot uninstall {names} from a `pip install --target` folder")
             )
@@ -254,14 +252,14 @@ def _reinstall_steps(
     for key in sorted(damaged, key=lambda k: damaged[k].key):
         dists.setdefault(key, damaged[key])
         decided.why.setdefault(key, _DAMAGED)
-    groups: dict[tuple[str, ...], list[Distribution]] = {}
+    groups: dict[Reinstall, list[Distribution]] = {}
     for dist in dists.values():
-        groups.setdefault(reinstall_argv(dist, env.target)[:-1], []).append(dist)
+        groups.setdefault(replace(reinstall(dist, env.target), dists=()), []).append(dist)
     steps: list[Step] = []
     folder = env.target.target_dir
     for base, members in groups.items():
         along: list[Distribution] = []
-        if folder and "--upgrade" in base:
+        if folder and base.via.upgrades_folder:
             members, along = _through_folder(env, folder, members, decided)
         if members:
             steps.append(
@@ -297,7 +295,7 @@ def _through_folder(
         for other in reinstall.along:
             along.setdefault(other.metadata_dir, other)
             if (other.key, other.version) not in named:
-                shared = shared_entries(other, reinstall.dists, folder)
+                shared = shared_entries(other, reinstall, folder)
                 decided.why[other.metadata_dir] = f"pip replaces {shared} whole: its files go too"
     chosen = {d.metadata_dir for d in ok}
     return ok, [d for k, d in along.items() if k not in chosen]

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from libdoctor.disk.stat import Disk, RealDisk
 from libdoctor.environment.installers import (
-    RUNNABLE,
     InstallerOptions,
     Notify,
     find_uv,
@@ -31,6 +30,7 @@ from libdoctor.environment.process import (
 from libdoctor.environment.target import Target
 from libdoctor.environment.wheel import read_wheel, wheel_distribution
 from libdoctor.errors import LibdoctorError
+from libdoctor.remedy import RUNNABLE
 from libdoctor.repair.backup import BackupSession
 from libdoctor.repair.journal import BackupInfo
 from libdoctor.repair.rollback import RestoreResult
@@ -133,7 +133,7 @@ def _check_installers(
     """Refuse before the first step: an interpreter that is a placeholder or not an absolute
     path (PATH never chooses it), an installer libdoctor does not run, uv not found."""
     for step in steps:
-        why = unrunnable(step.argv, target)
+        why = unrunnable(step.remedy, target)
         if why is not None:
             raise LibdoctorError(why)
     if wrapper:

@@ -16,15 +16,11 @@ knowledge (``environment.installers``); what is on disk there now is read here.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from libdoctor.environment.distributions import Distribution
-from libdoctor.environment.installers import (
-    folder_companions,
-    folder_entries,
-    placed_in_folder,
-)
+from libdoctor.environment.installers import folder_companions
 from libdoctor.environment.model import Environment
 from libdoctor.environment.paths import display, is_bytecode
 
@@ -35,10 +31,20 @@ def _pip_made(dist: Distribution) -> bool:
     return (dist.installer or "pip").strip().lower() == "pip"
 
 
-def shared_entries(dist: Distribution, others: Iterable[Distribution], folder: str) -> str:
-    """The entries of FOLDER where DIST has files beside one of OTHERS, for a reason text."""
-    theirs = set().union(*(folder_entries(o, folder) for o in others if o is not dist))
-    return entry_names(folder_entries(dist, folder) & theirs, folder)
+def shared_entries(dist: Distribution, reinstall: FolderReinstall, folder: str) -> str:
+    """The entries of FOLDER where DIST has files beside another of REINSTALL's, for a
+    reason text."""
+    return _shared(dist, reinstall.dists, reinstall.entries_by, folder)
+
+
+def _shared(
+    dist: Distribution,
+    others: Iterable[Distribution],
+    entries_by: Mapping[str, frozenset[str]],
+    folder: str,
+) -> str:
+    theirs = set().union(*(entries_by[o.metadata_dir] for o in others if o is not dist))
+    return entry_names(entries_by[dist.metadata_dir] & theirs, folder)
 
 
 def replaced_files(folder: str, entries: Iterable[str]) -> list[str]:
@@ -67,6 +73,7 @@ class FolderReinstall:
     along: tuple[Distribution, ...]  # other owners of files under the same entries
     entries: tuple[str, ...]  # the folder's top-level entries pip replaces whole
     blocker: str | None  # why the call would lose files (or repair nothing); None: safe
+    entries_by: Mapping[str, frozenset[str]]  # each one's entries, by metadata dir
 
     @property
     def dists(self) -> tuple[Distribution, ...]:
@@ -78,27 +85,35 @@ def plan_folder_reinstall(
 ) -> FolderReinstall:
     """The distributions one ``pip install --target FOLDER --upgrade`` must reinstall to put
     DAMAGED back without deleting another's files, and what stops it, if anything."""
-    along = folder_companions(damaged, env.distributions, folder)
-    dists = (*damaged, *along)
-    entries = set().union(*(folder_entries(d, folder) for d in dists))
+    found = folder_companions(damaged, env.distributions, folder)
+    dists = (*damaged, *found.along)
+    entries = set().union(*(found.entries[d.metadata_dir] for d in dists))
+    blocker = _blocker(dists, entries, found.placed, found.entries, folder)
     return FolderReinstall(
-        tuple(damaged), tuple(along), tuple(sorted(entries)), _blocker(dists, entries, folder)
+        tuple(damaged), found.along, tuple(sorted(entries)), blocker, found.entries
     )
 
 
-def _blocker(dists: Sequence[Distribution], entries: set[str], folder: str) -> str | None:
+def _blocker(
+    dists: Sequence[Distribution],
+    entries: set[str],
+    placed: Mapping[str, tuple[str, ...]],
+    entries_by: Mapping[str, frozenset[str]],
+    folder: str,
+) -> str | None:
     for dist in dists:
         if not _pip_made(dist) or dist.external or dist.record is None:
             why = "has no RECORD" if dist.record is None else f"was installed by {dist.installer}"
+            shared = _shared(dist, dists, entries_by, folder)
             return (
-                f"pip --target --upgrade replaces {shared_entries(dist, dists, folder)} whole, "
+                f"pip --target --upgrade replaces {shared} whole, "
                 f"and {dist.display} (which {why}) has files there: pip cannot put them back"
             )
     links = [e for e in sorted(entries) if os.path.islink(os.path.join(folder, e))]
     if links:
         link = display(os.path.join(folder, links[0]))
         return f"{link} is a symlink: pip --target does not replace it (nothing would be repaired)"
-    owned = {p for d in dists for p in placed_in_folder(d, folder)}
+    owned = {p for d in dists for p in placed[d.metadata_dir]}
     stray = [p for p in replaced_files(folder, entries) if p not in owned and not is_bytecode(p)]
     if stray:
         entry = entry_names([os.path.relpath(stray[0], folder).split(os.sep, 1)[0]], folder)

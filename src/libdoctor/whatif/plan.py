@@ -22,7 +22,7 @@ from libdoctor.checks.wording import file_list
 from libdoctor.disk.hashing import hash_file
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, canonicalize_name
-from libdoctor.environment.installers import merge_reinstalls, reinstall_argv, uninstall_argv
+from libdoctor.environment.installers import reinstall, uninstall
 from libdoctor.environment.model import Environment
 from libdoctor.environment.paths import display
 from libdoctor.environment.record import RecordEntry, spell_hash
@@ -30,6 +30,8 @@ from libdoctor.environment.target import Target
 from libdoctor.environment.wheel import WheelFile, misplaced_members, wheel_distribution
 from libdoctor.errors import LibdoctorError
 from libdoctor.findings import DistRef, Finding, Severity
+from libdoctor.remedy import Remedy, merge_reinstalls
+from libdoctor.remedy import argv as argv_of
 from libdoctor.whatif.simulation import Removal, Simulation
 
 if TYPE_CHECKING:
@@ -130,13 +132,14 @@ def diff_findings(before: Sequence[Finding], after: Sequence[Finding]) -> Findin
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One installer command. ``dist`` names the distribution it acts on (by metadata dir),
-    ``also`` the others a reinstall of several in one call acts on; ``wheel`` the wheel file
-    it installs; ``writes`` the paths an install writes over (backed up first). ``name`` and
-    ``version`` are ``dist``'s."""
+    """One installer command: its ``remedy``, and ``argv`` the command line made from it.
+    ``dist`` names the distribution it acts on (by metadata dir), ``also`` the others a
+    reinstall of several in one call acts on; ``wheel`` the wheel file it installs;
+    ``writes`` the paths an install writes over (backed up first). ``name`` and ``version``
+    are ``dist``'s."""
 
     action: StepAction
-    argv: tuple[str, ...]
+    remedy: Remedy
     name: str
     version: str
     dist: Distribution | None = None
@@ -144,6 +147,10 @@ class Step:
     reason: str = ""
     also: tuple[Distribution, ...] = ()
     writes: tuple[str, ...] = ()
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        return argv_of(self.remedy)
 
     @property
     def installer(self) -> str:
@@ -276,22 +283,19 @@ def _choose_repairs(co_owned: Sequence[CoOwned], env: Environment) -> list[Distr
 
 
 def uninstall_step(dist: Distribution, target: Target, reason: str = "") -> Step:
-    return Step(
-        "uninstall", uninstall_argv(dist, target), dist.name, dist.version, dist, None, reason
-    )
+    return Step("uninstall", uninstall(dist, target), dist.name, dist.version, dist, None, reason)
 
 
 def reinstall_step(dist: Distribution, target: Target, reason: str = "") -> Step:
-    return Step(
-        "reinstall", reinstall_argv(dist, target), dist.name, dist.version, dist, None, reason
-    )
+    return Step("reinstall", reinstall(dist, target), dist.name, dist.version, dist, None, reason)
 
 
 def reinstall_together(dists: Sequence[Distribution], target: Target, reason: str = "") -> Step:
     """One installer call that reinstalls every one of DISTS (one installer, one interpreter)."""
-    (argv,) = merge_reinstalls([reinstall_argv(d, target) for d in dists])
+    (remedy,) = merge_reinstalls(tuple(reinstall(d, target) for d in dists))
     first = dists[0]
-    return Step("reinstall", argv, first.name, first.version, first, None, reason, tuple(dists[1:]))
+    also = tuple(dists[1:])
+    return Step("reinstall", remedy, first.name, first.version, first, None, reason, also)
 
 
 def plan_uninstall(

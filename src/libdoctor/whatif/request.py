@@ -21,7 +21,7 @@ from libdoctor.environment.installers import (
     InstallerOptions,
     Notify,
     env_installer,
-    request_argv,
+    request_install,
 )
 from libdoctor.environment.model import Environment, build_environment
 from libdoctor.environment.paths import is_native
@@ -189,7 +189,7 @@ def with_steps(
     first = planned.wheels[0] if planned.wheels else None
     step = Step(
         "install",
-        request_argv(env.target, installer, request.argv_items()),
+        request_install(env.target, installer, request.argv_items()),
         first.name if first else " ".join(request.requirements),
         first.version if first else "",
         reason=f"installs {', '.join(plan.subjects)}" if plan.subjects else "",

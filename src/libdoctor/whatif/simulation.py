@@ -23,13 +23,14 @@ from typing import TYPE_CHECKING
 from libdoctor.analysis.run import run_checks
 from libdoctor.disk.stat import MISSING, Disk, FileState
 from libdoctor.environment.distributions import EMPTY_RECORD, Distribution
-from libdoctor.environment.installers import reinstall_argv
+from libdoctor.environment.installers import reinstall
 from libdoctor.environment.metadata import script_names
 from libdoctor.environment.model import Environment, build_environment, is_inside
 from libdoctor.environment.record import RecordEntry
 from libdoctor.environment.target import Target
 from libdoctor.errors import LibdoctorError
 from libdoctor.findings import Finding
+from libdoctor.remedy import argv
 
 if TYPE_CHECKING:
     from libdoctor.loader.extensions import LoaderContext
@@ -212,7 +213,7 @@ def removal_set(dist: Distribution, env: Environment, disk: Disk) -> Removal:
             raise LibdoctorError(
                 f"{dist.display} has {EMPTY_RECORD}: pip would remove none of its files "
                 "(it lists none) and leave it installed; give it a RECORD first with "
-                f"`{shlex.join(reinstall_argv(dist, env.target))}`"
+                f"`{shlex.join(argv(reinstall(dist, env.target)))}`"
             )
         raise LibdoctorError(
             f"{dist.display} has {dist.record_error or 'no RECORD'}: pip cannot uninstall it"
