@@ -128,12 +128,7 @@ def check_libraries(
     """STACK: the run's ``analyse_stack``, whose preload replay the import context reuses."""
     env = analysis.env
     findings = _elf_invalid(analysis)
-    failed = [
-        (closure, res)
-        for closure in analysis.modules
-        for res in closure.resolutions
-        if res.status != "found" and res.kind == "needed"
-    ]
+    failed = _failed_needs(analysis)
     needed: dict[str, _Gap] = {}
     optional: dict[str, _Gap] = {}
     broken: list[LoadedBefore] = []
@@ -185,6 +180,16 @@ def check_libraries(
             findings.append(_optional_finding(env, gap, names_index))
     findings += _shadowed(analysis, disk)
     return findings
+
+
+def _failed_needs(analysis: LibraryAnalysis) -> list[tuple[Closure, Resolution]]:
+    """Each DT_NEEDED an extension module's closure did not find, with that closure."""
+    return [
+        (closure, res)
+        for closure in analysis.modules
+        for res in closure.resolutions
+        if res.status != "found" and res.kind == "needed"
+    ]
 
 
 def framework_preloads(
