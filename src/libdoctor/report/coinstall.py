@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from libdoctor.findings import Finding, Severity
 from libdoctor.report.text import TITLE, Line, finding_lines, to_string
+from libdoctor.stack.caches import size_text
 from libdoctor.version import __version__
 
 if TYPE_CHECKING:
@@ -22,18 +23,11 @@ if TYPE_CHECKING:
     from libdoctor.whatif.lock import LockPlan
 
 
-def _size(count: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if count >= scale:
-            return f"{count / scale:.1f} {unit}"
-    return f"{count} B"
-
-
 def cost_line(plan: LockPlan) -> str:
     share = f" ({100 * plan.fetched / plan.size:.3f}%)" if plan.size else ""
     cached = f", {plan.cached} from the cache" if plan.cached else ""
     return (
-        f"read {_size(plan.fetched)} of {_size(plan.size)} of wheels by range{share}: "
+        f"read {size_text(plan.fetched)} of {size_text(plan.size)} of wheels by range{share}: "
         f"{len(plan.wheels)} wheels, {plan.requests} requests{cached}"
     )
 
