@@ -30,7 +30,7 @@ How the versions differ (each checked against the wheels on PyPI, see ``verified
 ``PreloadModel`` holds the flow of one torch version range. Each release's model is what
 changed from the one before (``_after``); the statements the flow hinges on, which the
 installed text must contain for a model to be used (``stack.torchsource``), are one table
-(``_MARKERS``) saying for which releases each holds.
+(``MARKERS``) saying for which releases each holds.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = [
+    "MARKERS",
     "MODELS",
     "TORCH_2_4",
     "TORCH_2_5_0",
@@ -109,7 +110,7 @@ _LGD, _PCD, _PCL = "_load_global_deps", "_preload_cuda_deps", "_preload_cuda_lib
 # (function, statement, releases): the statements each release's flow hinges on, in the
 # order its text has them; "2.6-2.13" is those two releases and every one between, "2.9-"
 # 2.9 and every later one.
-_MARKERS: tuple[tuple[str, str, str], ...] = (
+MARKERS: tuple[tuple[str, str, str], ...] = (
     (_LGD, "ctypes.CDLL(global_deps_lib_path, mode=ctypes.RTLD_GLOBAL)", "2.4-"),
     (_LGD, "except Exception:", "2.6-2.13"),
     (_LGD, "'nvidia/cuda_runtime/lib/libcudart.so' not in _maps", "2.6-2.8"),
@@ -147,10 +148,10 @@ def _release(text: str) -> tuple[int, ...]:
 
 
 def _markers(release: str) -> tuple[tuple[str, str], ...]:
-    """The statements of ``_MARKERS`` that hold for RELEASE ("2.5.1": its major.minor)."""
+    """The statements of ``MARKERS`` that hold for RELEASE ("2.5.1": its major.minor)."""
     at = _release(release)
     held = []
-    for function, statement, releases in _MARKERS:
+    for function, statement, releases in MARKERS:
         first, _, last = releases.partition("-")
         if _release(first) <= at and (not last or at <= _release(last)):
             held.append((function, statement))
