@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from libdoctor.loader.system import LoaderSystem, probe_loader_system
 from support.caches import KEY_OLD, Caches, holding, make_caches
 from support.checkdoc import Doc, check_ok
 from support.conflicts import ConflictWheels, build_conflict_wheels
+from support.libchain import ChainEnv, build_chain_env
 from support.repairs import Cli
 from support.seed import SeedWheels, build_seed_wheels
 from support.venvs import (
@@ -90,6 +92,15 @@ def healthy(module_venv: VenvFactory, seed: SeedWheels) -> Venv:
 
 
 @pytest.fixture(scope="module")
+def seed_venv(module_venv: VenvFactory, seed: SeedWheels) -> Venv:
+    """The seed: cudnn-b installed over cudnn-a (pip overwrote its files without a word)."""
+    venv = module_venv("seed")
+    pip_install(venv, seed.cudnn_a, seed.torchlike)
+    pip_install(venv, seed.cudnn_b)
+    return venv
+
+
+@pytest.fixture(scope="module")
 def phantom(module_venv: VenvFactory, seed: SeedWheels) -> Venv:
     """cudnn-b installed over cudnn-a, then uninstalled: cudnn-a's library is gone."""
     venv = module_venv("phantom")
@@ -97,6 +108,24 @@ def phantom(module_venv: VenvFactory, seed: SeedWheels) -> Venv:
     pip_install(venv, seed.cudnn_b)
     pip_uninstall(venv, "cudnn-b")
     return venv
+
+
+@pytest.fixture(scope="module")
+def system() -> LoaderSystem:
+    """This machine's loader facts (ld.so's search dirs, hwcaps, cache), read once a module."""
+    found = probe_loader_system()
+    if found.problems:
+        pytest.skip(f"loader facts not readable here: {found.problems}")
+    return found
+
+
+@pytest.fixture(scope="session")
+def chain_env(venv_template: Venv, tmp_path_factory: pytest.TempPathFactory) -> ChainEnv:
+    """A library chain and a system image (``support.libchain``), read by the analysis tests
+    of ``why``, ``tree`` and the system owners: built once a session, never changed."""
+    root = tmp_path_factory.mktemp("chain")
+    venv = VenvFactory(venv_template, root / "venvs")("chainy")
+    return build_chain_env(venv, WheelFactory(root / "wheels"), root)
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from libdoctor.errors import LibdoctorError
 
 if TYPE_CHECKING:
     from libdoctor.analysis import run
+    from libdoctor.analysis.shown import Diagnosis
     from libdoctor.analysis.snapshot import Snapshot
     from libdoctor.disk.hashing import ProgressFactory
     from libdoctor.findings import Finding
@@ -30,7 +31,9 @@ TargetLike = str | os.PathLike[str] | Target | None
 
 @dataclass(frozen=True, slots=True)
 class Report:
-    """One ``check``: the findings shown (as ``check`` shows them) and what was read."""
+    """One ``check``: the findings shown (as ``check`` shows them), their root causes
+    (``diagnosis``, grouped once, as the report is made: every format renders these) and
+    what was read."""
 
     target: Target
     findings: tuple[Finding, ...]
@@ -38,15 +41,21 @@ class Report:
     files: int
     hashing: Mapping[str, int] | None = None
     run: run.Report | None = field(default=None, compare=False, repr=False)
+    diagnosis: Diagnosis = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        from libdoctor.analysis.shown import Diagnosis
+
+        object.__setattr__(self, "diagnosis", Diagnosis.of(self.findings))
 
     def to_json(self) -> dict[str, Any]:
         """The document ``libdoctor check --json`` prints, as a dict."""
-        from libdoctor.report.check import json_document
-        from libdoctor.report.json import target_dict
+        from libdoctor.analysis.shown import check_document
+        from libdoctor.document import target_dict
 
         if self.run is None:
             raise LibdoctorError("this report holds no run to render (internal error)")
-        return json_document(self.run, self.findings, target_dict(self.target))
+        return check_document(self.run, self.diagnosis, target_dict(self.target))
 
 
 def resolve_target(

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from support.hostile import DEEP, gzip_bomb, sparse
+from support.hostile import DEEP, gzip_bomb, one_error, sparse
 from support.repairs import Cli
 from support.rss import RSS_BOUND, measured, peak_rss
 from support.slurm import fake_srun
@@ -48,13 +48,6 @@ def good(venv: Venv, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _doc(good: Path) -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(good.read_text())
     return doc
-
-
-def _one_error(run: Any) -> str:
-    lines = run.stderr.splitlines()
-    assert run.rc == 2 and len(lines) == 1 and run.stdout == "", run.describe()
-    assert lines[0].startswith("libdoctor: error: "), run.describe()
-    return str(lines[0])
 
 
 # --------------------------------------------------------------------------- refused
@@ -146,7 +139,7 @@ def test_a_hostile_snapshot_is_one_line_and_bounded(
     bad = make(tmp_path / "bad.json", good)
     rss = tmp_path / "rss"
     run = Cli(tmp_path / "cache")(command, bad, good, timeout=60, prefix=measured(rss))
-    line = _one_error(run)
+    line = one_error(run, no_stdout=True)
     assert line.startswith(f"libdoctor: error: {bad}: ") and says in line, run.describe()
     assert peak_rss(rss) < RSS_BOUND
 
@@ -218,7 +211,7 @@ def test_a_node_name_is_one_file_name(venv: Venv, tmp_path: Path) -> None:
     out.mkdir()
     env = {"SLURMD_NODENAME": "../escaped"}
     run = Cli(tmp_path / "cache")("snapshot", venv.path, "-o", out / "{node}.json", env=env)
-    assert _one_error(run) == (
+    assert one_error(run, no_stdout=True) == (
         f"libdoctor: error: the node name '../escaped' cannot be a file name in {out}/{{node}}.json"
     )
     assert [p.name for p in tmp_path.iterdir() if p.name != "cache"] == ["out"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from support.cc import compile_lib, require_gcc
+from support.cc import lib_bytes, require_gcc
 from support.stackfake import torch_version_py
 from support.venvs import Libdoctor, VenvFactory, pip_install
 from support.wheels import WheelFactory, extension_suffix, native_tag
@@ -27,12 +27,6 @@ GONE = "_ZN3c106legacyEv"  # c10::legacy(): what an older torch exported
 STABLE = "aoti_torch_newer"  # a function of torch's stable C ABI that a newer torch added
 
 
-def _lib(tmp: Path, name: str, **kwargs: Any) -> bytes:
-    directory = tmp / name
-    directory.mkdir(parents=True, exist_ok=True)
-    return compile_lib(directory, name, **kwargs).read_bytes()
-
-
 def _torch(make_wheel: WheelFactory, build: Path, cuda: str, version: str = "2.14.1") -> Path:
     return make_wheel(
         "torch",
@@ -40,9 +34,9 @@ def _torch(make_wheel: WheelFactory, build: Path, cuda: str, version: str = "2.1
         {
             "torch/__init__.py": b"from torch._C import *\n",
             "torch/version.py": torch_version_py(f"{version}+cu{cuda.replace('.', '')}", cuda),
-            f"torch/_C{EXT}": _lib(build / "t", f"_C{EXT}", needed=["libtorch.so"],
+            f"torch/_C{EXT}": lib_bytes(build / "t", f"_C{EXT}", needed=["libtorch.so"],
                                    rpath="$ORIGIN/lib"),
-            "torch/lib/libtorch.so": _lib(build / "t", "libtorch.so", soname="libtorch.so",
+            "torch/lib/libtorch.so": lib_bytes(build / "t", "libtorch.so", soname="libtorch.so",
                                           exports=[HEAD, TAIL]),
         },
         tag=native_tag(),
@@ -57,7 +51,7 @@ def _extension(
         "0.3.21",
         {
             "extpkg/__init__.py": b"import torch\nfrom extpkg import ops\n",
-            f"extpkg/ops{EXT}": _lib(build / "e", f"ops{EXT}", needed=needed, imports=imports),
+            f"extpkg/ops{EXT}": lib_bytes(build / "e", f"ops{EXT}", needed=needed, imports=imports),
         },
         tag=native_tag(),
     )
@@ -162,8 +156,8 @@ def test_a_library_loaded_by_path_is_held_against_torch_too(
     venv = new_venv("torch-oplib")
     needed = ["libtorch.so", "libcudart.so.12", "libvisionown.so"]
     imports = [GONE, STABLE, "torch_own_helper"]  # the last: its own library's, not torch's
-    ops = _lib(build / "o", "_C.so", needed=needed, imports=imports, rpath="$ORIGIN")
-    own = _lib(build / "o", "libvisionown.so", soname="libvisionown.so",
+    ops = lib_bytes(build / "o", "_C.so", needed=needed, imports=imports, rpath="$ORIGIN")
+    own = lib_bytes(build / "o", "libvisionown.so", soname="libvisionown.so",
                exports=["torch_own_helper"])  # fmt: skip
     wheel = make_wheel(
         "visionpkg",

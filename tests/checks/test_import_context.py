@@ -14,18 +14,13 @@ from typing import Any
 
 import pytest
 
-from support.cc import compile_lib, require_gcc
+from support.cc import lib_bytes, require_gcc
+from support.checkdoc import by_code
 from support.venvs import Libdoctor, Venv, VenvFactory, pip_install
 from support.wheels import WheelFactory, extension_suffix, native_tag
 
 EXT = extension_suffix()
 Doc = dict[str, Any]
-
-
-def _lib(tmp: Path, name: str, **kwargs: Any) -> bytes:
-    directory = tmp / name
-    directory.mkdir(parents=True, exist_ok=True)
-    return compile_lib(directory, name, **kwargs).read_bytes()
 
 
 @pytest.fixture
@@ -40,14 +35,14 @@ def _torchstub(make_wheel: WheelFactory, build: Path) -> Path:
         "2.14.1",
         {
             "torchstub/__init__.py": b"import os\nfrom torchstub._C import *\n",
-            f"torchstub/_C{EXT}": _lib(
+            f"torchstub/_C{EXT}": lib_bytes(
                 build, f"_C{EXT}", needed=["libtorchstub.so", "libcudnnstub.so.9"],
                 rpath="$ORIGIN/lib",
             ),
-            "torchstub/lib/libtorchstub.so": _lib(
+            "torchstub/lib/libtorchstub.so": lib_bytes(
                 build, "libtorchstub.so", soname="libtorchstub.so"
             ),
-            "torchstub/lib/libcudnnstub.so.9": _lib(
+            "torchstub/lib/libcudnnstub.so.9": lib_bytes(
                 build, "libcudnnstub.so.9", soname="libcudnnstub.so.9"
             ),
         },
@@ -61,17 +56,10 @@ def _extension(make_wheel: WheelFactory, build: Path, name: str, init: bytes) ->
         "0.3.21",
         {
             f"{name}/__init__.py": init,
-            f"{name}/ops{EXT}": _lib(build / name, f"ops{EXT}", needed=["libtorchstub.so"]),
+            f"{name}/ops{EXT}": lib_bytes(build / name, f"ops{EXT}", needed=["libtorchstub.so"]),
         },
         tag=native_tag(),
     )
-
-
-def _codes(doc: Doc) -> dict[str, list[Doc]]:
-    out: dict[str, list[Doc]] = {}
-    for finding in doc["findings"]:
-        out.setdefault(finding["code"], []).append(finding)
-    return out
 
 
 @pytest.fixture
@@ -87,7 +75,7 @@ def venv(make_wheel: WheelFactory, new_venv: VenvFactory, build: Path) -> Venv:
 
 
 def test_a_library_loaded_by_an_earlier_import_is_found(venv: Venv, libdoctor: Libdoctor) -> None:
-    found = _codes(libdoctor.check(venv.path, "--json", "--all").json())
+    found = by_code(libdoctor.check(venv.path, "--json", "--all").json())
     (unresolved,) = found["unresolved-library"]  # strayext imports nothing first: an error
     assert unresolved["distribution"]["name"] == "strayext"
     assert unresolved["evidence"]["modules"] == ["strayext.ops"]
@@ -104,7 +92,7 @@ def test_when_the_earlier_import_fails_the_extension_fails_with_it(
 ) -> None:
     (venv.site_packages / "torchstub/lib/libcudnnstub.so.9").unlink()
     doc = libdoctor.check(venv.path, "--json").json()
-    (cudnn,) = [f for f in _codes(doc)["unresolved-library"] if f["evidence"]["library"]
+    (cudnn,) = [f for f in by_code(doc)["unresolved-library"] if f["evidence"]["library"]
                 == "libcudnnstub.so.9"]  # fmt: skip
     assert "extpkg.ops" in cudnn["evidence"]["modules"]
     assert "With it import torchstub fails, and so does import extpkg.ops" in cudnn["message"]
@@ -133,10 +121,10 @@ def _audiopkg(make_wheel: WheelFactory, build: Path) -> Path:
             "audiopkg/_extension.py": extension,
             "audiopkg/stray.py": b"import audiopkg.lib._stray\n",
             "audiopkg/lib/__init__.py": b"",
-            "audiopkg/lib/libaudiocore.so": _lib(build / "a", "libaudiocore.so",
+            "audiopkg/lib/libaudiocore.so": lib_bytes(build / "a", "libaudiocore.so",
                                                  soname="libaudiocore.so"),
-            f"audiopkg/lib/_audio{EXT}": _lib(build / "a", f"_audio{EXT}", needed=core),
-            f"audiopkg/lib/_stray{EXT}": _lib(build / "a", f"_stray{EXT}", needed=core),
+            f"audiopkg/lib/_audio{EXT}": lib_bytes(build / "a", f"_audio{EXT}", needed=core),
+            f"audiopkg/lib/_stray{EXT}": lib_bytes(build / "a", f"_stray{EXT}", needed=core),
         },
         tag=native_tag(),
     )  # fmt: skip
@@ -147,7 +135,7 @@ def test_a_library_its_own_package_loads_by_path_first_is_found(
 ) -> None:
     venv = new_venv("load-by-path")
     pip_install(venv, _audiopkg(make_wheel, build))
-    found = _codes(libdoctor.check(venv.path, "--json", "--all").json())
+    found = by_code(libdoctor.check(venv.path, "--json", "--all").json())
     (unresolved,) = found["unresolved-library"]  # only the module imported with no load first
     assert unresolved["evidence"]["library"] == "libaudiocore.so"
     assert unresolved["evidence"]["modules"] == ["audiopkg.lib._stray"]

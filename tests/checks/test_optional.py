@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from support.cc import compile_lib, require_gcc
+from support.checkdoc import by_code
 from support.venvs import Libdoctor, Venv, VenvFactory, pip_install
 from support.wheels import WheelFactory, extension_suffix, native_tag
 
@@ -51,13 +52,6 @@ def _numbalike(
 
 
 HEALTHY_INIT = b"from numbalike import _core\nfrom numbalike.np import parallel\n"
-
-
-def _codes(doc: Doc) -> dict[str, list[Doc]]:
-    out: dict[str, list[Doc]] = {}
-    for finding in doc["findings"]:
-        out.setdefault(finding["code"], []).append(finding)
-    return out
 
 
 @pytest.fixture
@@ -105,7 +99,7 @@ def test_reached_by_import_it_is_an_error(
     init: bytes, venv_with: Callable[..., Venv], libdoctor: Libdoctor
 ) -> None:
     venv = venv_with(init)
-    found = _codes(libdoctor.check(venv.path, "--json", "--all").json())
+    found = by_code(libdoctor.check(venv.path, "--json", "--all").json())
     (error,) = found["unresolved-library"]
     assert error["evidence"]["library"] == "libtbb.so.12"
     assert "optional-library-missing" not in found
@@ -120,7 +114,7 @@ def test_altered_bytes_make_it_an_error(
     data[-1] ^= 0xFF  # the last byte: same size, other bytes (the section table's padding)
     module.unlink()
     module.write_bytes(bytes(data))
-    found = _codes(libdoctor.check(venv.path, "--json", "--all").json())
+    found = by_code(libdoctor.check(venv.path, "--json", "--all").json())
     assert "unresolved-library" in found and "optional-library-missing" not in found
 
 
@@ -135,7 +129,7 @@ def test_a_library_that_was_there_is_still_an_error(
     )
     venv = venv_with(HEALTHY_INIT, tbb)
     (venv.site_packages / "tbb/lib/libtbb.so.12").unlink()
-    found = _codes(libdoctor.check(venv.path, "--json", "--all").json())
+    found = by_code(libdoctor.check(venv.path, "--json", "--all").json())
     assert "unresolved-library" in found and "optional-library-missing" not in found
 
 
@@ -143,7 +137,7 @@ def test_a_missing_requirement_keeps_it_an_error(
     venv_with: Callable[..., Venv], libdoctor: Libdoctor
 ) -> None:
     venv = venv_with(HEALTHY_INIT, requires=("tbb-provider>=1",))
-    found = _codes(libdoctor.check(venv.path, "--json", "--all").json())
+    found = by_code(libdoctor.check(venv.path, "--json", "--all").json())
     assert "unresolved-library" in found and "optional-library-missing" not in found
 
 

@@ -23,7 +23,7 @@ from libdoctor.checks.requirements import check_requirements
 from libdoctor.disk.stat import RealDisk
 from libdoctor.environment.model import build_environment
 from libdoctor.environment.target import from_directory
-from support.checkdoc import Doc, canon, check_ok
+from support.checkdoc import Doc, canon, check_ok, run_fix_argv
 from support.pipcheck import assert_superset_of_pip_check, pip_check, requirement_findings
 from support.stackfake import TorchStack
 from support.venvs import Libdoctor, Venv, VenvFactory, pip_env, pip_install
@@ -179,18 +179,10 @@ def test_every_pip_check_problem_is_a_finding_and_the_fix_repairs_it(
         assert finding["severity"] == ("warning" if name == "unparsable" else "error")
         if finding.get("fix") is None:
             continue
-        run_fix(finding["fix"]["argv"], world)
+        run_fix_argv(finding["fix"]["argv"], world.dest)
         after = check_ok(libdoctor.check(venv.path, "--json", "--all"))
         assert requirement_findings(after) == [], after
         assert pip_check(venv) == (0, [])
-
-
-def run_fix(argv: Sequence[str], world: WheelFactory) -> None:
-    env = pip_env([world.dest])
-    env["PATH"] = f"{UV.parent}{os.pathsep}{env.get('PATH', '')}"  # "uv" as the fix names it
-    env["UV_FIND_LINKS"], env["UV_NO_INDEX"], env["UV_NO_CACHE"] = str(world.dest), "1", "1"
-    done = subprocess.run(list(argv), env=env, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_missing_requirement_says_who_requires_what_and_one_fix(
@@ -272,7 +264,7 @@ def test_conflict_fix_meets_every_requirer(
     assert {canon(f["distribution"]["name"]) for f in conflicts} == {"ldt-pandas"}
     (finding,) = conflicts
     assert finding["fix"]["argv"][-1] == "ldt-numpy<1.27,>=1.26"
-    run_fix(finding["fix"]["argv"], world)
+    run_fix_argv(finding["fix"]["argv"], world.dest)
     assert pip_check(venv) == (0, [])
 
 
@@ -288,7 +280,7 @@ def test_uv_installed_requirer_gets_a_uv_fix(
     assert finding["evidence"]["requirements"][0]["why"] == 'where python_version >= "3"'
     argv = finding["fix"]["argv"]
     assert argv == ["uv", "pip", "install", "--python", str(venv.python), "ldt-tz"]
-    run_fix(argv, world)
+    run_fix_argv(argv, world.dest)
     assert requirement_findings(check_ok(libdoctor.check(venv.path, "--json"))) == []
 
 

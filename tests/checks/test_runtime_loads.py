@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from support.cc import compile_lib, require_gcc
+from support.cc import lib_bytes, require_gcc
+from support.checkdoc import by_code
 from support.venvs import Libdoctor, Venv, VenvFactory, pip_install
 from support.wheels import WheelFactory, extension_suffix, native_tag
 
@@ -27,29 +28,23 @@ SUBS = (
 )  # fmt: skip
 
 
-def _lib(tmp: Path, name: str, **kwargs: Any) -> bytes:
-    directory = tmp / name
-    directory.mkdir(parents=True, exist_ok=True)
-    return compile_lib(directory, name, **kwargs).read_bytes()
-
-
 @pytest.fixture
 def cudnn_venv(make_wheel: WheelFactory, new_venv: VenvFactory, tmp_path: Path) -> Venv:
     require_gcc()
     build = tmp_path / "build"
     lib = "nvidia/cudnn/lib"
-    files = {f"{lib}/libcudnn.so.9": _lib(build, "libcudnn.so.9", soname="libcudnn.so.9",
+    files = {f"{lib}/libcudnn.so.9": lib_bytes(build, "libcudnn.so.9", soname="libcudnn.so.9",
                                            rpath="$ORIGIN")}  # fmt: skip
     for sub in SUBS:
         name = f"libcudnn_{sub}.so.9"
-        files[f"{lib}/{name}"] = _lib(build, name, soname=name, runpath="$ORIGIN")
+        files[f"{lib}/{name}"] = lib_bytes(build, name, soname=name, runpath="$ORIGIN")
     cudnn = make_wheel("nvidia-cudnn-cu13", CUDNN, files)
     torchlike = make_wheel(
         "torchlike",
         "1.0",
         {
             "torchlike/__init__.py": b"from torchlike import _C\n",
-            f"torchlike/_C{EXT}": _lib(
+            f"torchlike/_C{EXT}": lib_bytes(
                 build, f"_C{EXT}", needed=["libcudnn.so.9"], rpath="$ORIGIN/../nvidia/cudnn/lib"
             ),
         },
@@ -59,13 +54,6 @@ def cudnn_venv(make_wheel: WheelFactory, new_venv: VenvFactory, tmp_path: Path) 
     venv = new_venv("cudnnlike")
     pip_install(venv, cudnn, torchlike)
     return venv
-
-
-def _codes(doc: Doc) -> dict[str, list[Doc]]:
-    out: dict[str, list[Doc]] = {}
-    for finding in doc["findings"]:
-        out.setdefault(finding["code"], []).append(finding)
-    return out
 
 
 def _drop_record_row(venv: Venv, dist_info: str, needle: str) -> None:
@@ -89,7 +77,7 @@ def test_a_lost_sublibrary_is_an_error_naming_cudnn(
         _drop_record_row(cudnn_venv, f"nvidia_cudnn_cu13-{CUDNN}.dist-info", "libcudnn_graph.so.9")
     run = libdoctor.check(cudnn_venv.path, "--json")
     assert run.rc == 1, run.describe()
-    (missing,) = _codes(run.json())["runtime-library-missing"]
+    (missing,) = by_code(run.json())["runtime-library-missing"]
     assert missing["evidence"]["library"] == "libcudnn_graph.so.9"
     assert missing["evidence"]["loaded_by"].endswith("nvidia/cudnn/lib/libcudnn.so.9")
     assert missing["distribution"]["name"] == "nvidia-cudnn-cu13"
@@ -101,7 +89,7 @@ def test_an_engine_the_graph_library_loads_is_followed(
     cudnn_venv: Venv, libdoctor: Libdoctor
 ) -> None:
     (cudnn_venv.site_packages / "nvidia/cudnn/lib/libcudnn_heuristic.so.9").unlink()
-    (missing,) = _codes(libdoctor.check(cudnn_venv.path, "--json").json())[
+    (missing,) = by_code(libdoctor.check(cudnn_venv.path, "--json").json())[
         "runtime-library-missing"
     ]
     assert missing["evidence"]["loaded_by"].endswith("libcudnn_graph.so.9")
@@ -117,7 +105,7 @@ def test_a_sublibrary_from_outside_the_env_is_a_warning(
     graph.unlink()
     _drop_record_row(cudnn_venv, f"nvidia_cudnn_cu13-{CUDNN}.dist-info", "libcudnn_graph.so.9")
     run = libdoctor.check(cudnn_venv.path, "--json", env={"LD_LIBRARY_PATH": str(system)})
-    found = _codes(run.json())
+    found = by_code(run.json())
     (outside,) = found["runtime-library-outside"]
     assert outside["severity"] == "warning"
     assert outside["evidence"]["resolved"] == str(system / graph.name)
@@ -134,17 +122,17 @@ def plug_venv(make_wheel: WheelFactory, new_venv: VenvFactory, tmp_path: Path) -
         "2.0",
         {
             "plugpkg/__init__.py": b"from plugpkg import _ext\n",
-            f"plugpkg/_ext{EXT}": _lib(
+            f"plugpkg/_ext{EXT}": lib_bytes(
                 build, f"_ext{EXT}", needed=["libplug.so.1"], rpath="$ORIGIN/lib"
             ),
-            "plugpkg/lib/libplug.so.1": _lib(
+            "plugpkg/lib/libplug.so.1": lib_bytes(
                 build,
                 "libplug.so.1",
                 soname="libplug.so.1",
                 rpath="$ORIGIN",
                 strings=["libplug_extra.so.1"],
             ),
-            "plugpkg/lib/libplug_extra.so.1": _lib(
+            "plugpkg/lib/libplug_extra.so.1": lib_bytes(
                 build, "libplug_extra.so.1", soname="libplug_extra.so.1"
             ),
         },
@@ -160,12 +148,14 @@ def test_a_plugin_named_in_strings_is_an_error_only_when_lost(
 ) -> None:
     assert libdoctor.check(plug_venv.path, "--json", "--all").json()["findings"] == []
     (plug_venv.site_packages / "plugpkg/lib/libplug_extra.so.1").unlink()
-    found = _codes(libdoctor.check(plug_venv.path, "--json").json())
+    found = by_code(libdoctor.check(plug_venv.path, "--json").json())
     (missing,) = found["runtime-library-missing"]
     assert missing["evidence"]["how"] == "dlopen by name at run time (its read-only strings)"
     assert missing["fix"]["argv"][-1] == "plugpkg==2.0"
     _drop_record_row(plug_venv, "plugpkg-2.0.dist-info", "libplug_extra.so.1")
-    assert "runtime-library-missing" not in _codes(libdoctor.check(plug_venv.path, "--json").json())
+    assert "runtime-library-missing" not in by_code(
+        libdoctor.check(plug_venv.path, "--json").json()
+    )
 
 
 def test_why_shows_the_runtime_edge(cudnn_venv: Venv, libdoctor: Libdoctor) -> None:

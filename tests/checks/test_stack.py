@@ -23,10 +23,9 @@ from libdoctor.checks.files import check_files, hash_jobs
 from libdoctor.checks.stack import analyse_stack, check_stack
 from libdoctor.disk.hashing import HashCache, HashStats, hash_many
 from libdoctor.disk.stat import RealDisk
-from libdoctor.environment.distributions import Distribution
-from libdoctor.environment.model import Environment, build_environment
+from libdoctor.environment.model import build_environment
 from libdoctor.environment.requirements import RequirementIndex
-from libdoctor.environment.target import SiteDir, Target, from_directory
+from libdoctor.environment.target import from_directory
 from libdoctor.findings import Finding, Severity
 from libdoctor.loader.extensions import LoaderContext, analyse
 from libdoctor.loader.system import probe_loader_system
@@ -39,7 +38,8 @@ from libdoctor.stack.frameworks import (
     parse_tf_build_info,
     parse_torch_version_py,
 )
-from support.dists import fake_dist
+from support.checkdoc import run_fix_argv
+from support.dists import env_of, fake_dist
 from support.stackfake import (
     TORCH_INITS,
     Torch29Stack,
@@ -184,11 +184,6 @@ def test_cuda_major_from_evidence(
         assert evidence is not None and evidence in found.evidence
 
 
-def env_of(*dists: Distribution) -> Environment:
-    target = Target("/env", "/env/bin/python", (SiteDir("/env/site", "/env"),), "test", (3, 11))
-    return Environment(target=target, distributions=dists, claims={}, escaping=(), by_dist={})
-
-
 def test_pins_direct_and_through_extras() -> None:
     torch = fake_dist(
         "torch",
@@ -294,18 +289,6 @@ def only(findings: Sequence[Finding], code: str) -> Finding:
     matching = [f for f in findings if f.code == code]
     assert len(matching) == 1, [(f.code, f.message) for f in findings]
     return matching[0]
-
-
-def run_fix(finding: Finding, wheels: WheelFactory) -> None:
-    assert finding.fix is not None
-    done = subprocess.run(
-        list(finding.fix.argv),
-        env=pip_env([wheels.dest]),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 @pytest.fixture(scope="module")
@@ -490,7 +473,9 @@ def test_running_the_fix_makes_the_env_coherent(stack: TorchStack, new_venv: Ven
     venv = new_venv("fix")
     pip_install(venv, *stack.coherent())
     pip_install(venv, stack.cudnn12())
-    run_fix(only(stack_findings(venv), "cuda-mixed-major"), stack.wheels)
+    mixed = only(stack_findings(venv), "cuda-mixed-major")
+    assert mixed.fix is not None
+    run_fix_argv(mixed.fix.argv, stack.wheels.dest)
     assert stack_findings(venv) == []
     env = build_environment(from_directory(venv.path, "test"))
     problems = [f for f in check_files(env, RealDisk()) if f.severity >= Severity.WARNING]
@@ -558,8 +543,9 @@ def test_pin_mismatch_and_missing_pin(stack: TorchStack, new_venv: VenvFactory) 
     assert runtime.evidence["via"] == "cuda-toolkit[cudart]"
     assert runtime.evidence["installed"] == []
     assert "not installed" in runtime.message
-    run_fix(cudnn, stack.wheels)
-    run_fix(runtime, stack.wheels)
+    run_fix_argv(cudnn.fix.argv, stack.wheels.dest)
+    assert runtime.fix is not None
+    run_fix_argv(runtime.fix.argv, stack.wheels.dest)
     assert stack_findings(venv) == []
 
 

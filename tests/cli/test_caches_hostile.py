@@ -14,23 +14,14 @@ import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from support.caches import KEY_NOW, KEY_OLD, Caches, kernel, write
-from support.hostile import DEEP, sparse
+from support.hostile import DEEP, one_error, sparse
 from support.repairs import Cli, diff_states, tree_state
 from support.rss import RSS_BOUND, measured, peak_rss
 from support.venvs import Libdoctor
-
-
-def _one_error(run: Any) -> str:
-    lines = run.stderr.splitlines()
-    assert run.rc == 2 and len(lines) == 1, run.describe()
-    assert lines[0].startswith("libdoctor: error: "), run.describe()
-    return str(lines[0])
-
 
 # --------------------------------------------------------------------------- --dry-run
 
@@ -45,10 +36,10 @@ def test_dry_run_refuses_a_root_as_the_real_run_does(cli: Cli, caches: Caches) -
     args = ("caches", "clear", "--all", "triton", str(caches.venv.path))
     dry = cli(*args, "--dry-run", env=env)
     real = cli(*args, "--yes", env=env)
-    line = _one_error(real)
+    line = one_error(real)
     assert f"triton: the root {home} is not a cache directory" in line
-    assert _one_error(dry) == line and dry.stdout == "", dry.describe()
-    assert _one_error(cli(*args, "--dry-run", "--json", env=env)) == line
+    assert one_error(dry) == line and dry.stdout == "", dry.describe()
+    assert one_error(cli(*args, "--dry-run", "--json", env=env)) == line
     assert diff_states(before, tree_state(home)) == []
 
 
@@ -57,9 +48,9 @@ def test_dry_run_refuses_an_entry_in_use_as_the_real_run_does(
 ) -> None:
     before = caches.state()
     args = ("caches", "clear", "triton", str(caches.venv.path))
-    line = _one_error(cli(*args, "--yes", env=caches.env))
+    line = one_error(cli(*args, "--yes", env=caches.env))
     assert f"process {holder.pid}" in line
-    assert _one_error(cli(*args, "--dry-run", env=caches.env)) == line
+    assert one_error(cli(*args, "--dry-run", env=caches.env)) == line
     assert diff_states(before, caches.state()) == []
 
 
@@ -116,7 +107,7 @@ def test_an_env_file_that_never_ends_is_one_line(cli: Cli, caches: Caches, tmp_p
         env=caches.env,
         prefix=measured(rss),
     )
-    assert _one_error(run) == (
+    assert one_error(run) == (
         "libdoctor: error: /dev/zero: more than 16 MiB (MAX_SMALL_FILE_BYTES), not read"
     )
     assert peak_rss(rss) < RSS_BOUND

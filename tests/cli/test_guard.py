@@ -5,13 +5,14 @@ pip and uv (real pip, real uv), in front of wheels that share paths (``support.c
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+from support.commands import run_command
 from support.conflicts import ConflictWheels
 from support.repairs import Cli, diff_states, tree_state
 from support.venvs import VenvFactory, installed_names, pip_install, uv_path
+from support.wheels import offline
 
 
 def test_guard_install_then_remove_is_byte_identical(
@@ -44,20 +45,6 @@ def test_guard_install_then_remove_is_byte_identical(
     assert venv.bin.stat().st_mtime_ns == bin_mtime
 
 
-def _run(
-    argv: list[str | os.PathLike[str]], env: dict[str, str]
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [os.fspath(a) for a in argv],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
-
-
 def test_guarded_pip_stops_a_breaking_install_and_lets_the_rest_through(
     new_venv: VenvFactory, conflicts: ConflictWheels, cli: Cli
 ) -> None:
@@ -66,16 +53,16 @@ def test_guarded_pip_stops_a_breaking_install_and_lets_the_rest_through(
     assert cli("guard", "install", venv.path).rc == 0
     env = cli.env({"PATH": f"{venv.bin}{os.pathsep}{os.environ['PATH']}"})
     before = tree_state(venv.path)
-    stopped = _run([venv.bin / "pip", "install", conflicts.b], env)
+    stopped = run_command([venv.bin / "pip", "install", conflicts.b], env)
     assert stopped.returncode == 1, stopped
     assert "refused: the install breaks 1 thing(s)" in stopped.stderr
     assert diff_states(before, tree_state(venv.path)) == []
-    harmless = _run([venv.bin / "pip", "install", "ldt-alone", *conflicts.offline()], env)
+    harmless = run_command([venv.bin / "pip", "install", "ldt-alone", *offline(conflicts)], env)
     assert harmless.returncode == 0, harmless
     assert "Successfully installed ldt-alone-1.0" in harmless.stdout
-    listed = _run([venv.bin / "pip", "list", "--format=freeze"], env)
+    listed = run_command([venv.bin / "pip", "list", "--format=freeze"], env)
     assert "ldt-alone==1.0" in listed.stdout, listed
-    stopped = _run([venv.bin / "pip", "uninstall", "-y", "pip"], env)
+    stopped = run_command([venv.bin / "pip", "uninstall", "-y", "pip"], env)
     assert stopped.returncode == 0, "uninstalling pip breaks nothing libdoctor checks"
     assert cli("guard", "status", venv.path).rc == 1, "pip's scripts are gone: not guarded"
 
@@ -87,10 +74,10 @@ def test_guard_off_and_force_go_straight_through(
     pip_install(venv, conflicts.a)
     assert cli("guard", "install", venv.path).rc == 0
     env = cli.env()
-    off = _run([venv.bin / "pip", "install", conflicts.b], {**env, "LIBDOCTOR_GUARD": "off"})
+    off = run_command([venv.bin / "pip", "install", conflicts.b], {**env, "LIBDOCTOR_GUARD": "off"})
     assert off.returncode == 0, off
     assert {"ldt_a", "ldt_b"} <= installed_names(venv.site_packages)
-    forced = _run([venv.bin / "pip3", "uninstall", "--force", "-y", "ldt-b"], env)
+    forced = run_command([venv.bin / "pip3", "uninstall", "--force", "-y", "ldt-b"], env)
     assert forced.returncode == 0, forced
     assert "ldt_b" not in installed_names(venv.site_packages)
 
@@ -105,13 +92,13 @@ def test_uv_wrapper_stops_uv_pip_install_aimed_at_the_env(
     env = cli.env({"PATH": path, "UV_CACHE_DIR": str(tmp_path / "uv-cache"), "UV_NO_CONFIG": "1"})
     before = tree_state(venv.path)
     argv: list[str | os.PathLike[str]] = ["uv", "pip", "install", "--python", venv.python]
-    stopped = _run([*argv, conflicts.b], env)
+    stopped = run_command([*argv, conflicts.b], env)
     assert stopped.returncode == 1, stopped
     assert "refused: the install breaks 1 thing(s)" in stopped.stderr
     assert diff_states(before, tree_state(venv.path)) == []
-    version = _run(["uv", "--version"], env)
+    version = run_command(["uv", "--version"], env)
     assert version.returncode == 0 and version.stdout.startswith("uv "), version
-    harmless = _run([*argv, "--no-index", "-f", conflicts.links, "ldt-alone"], env)
+    harmless = run_command([*argv, "--no-index", "-f", conflicts.find_links, "ldt-alone"], env)
     assert harmless.returncode == 0, harmless
     assert "ldt_alone" in installed_names(venv.site_packages)
 
@@ -127,7 +114,7 @@ def test_guard_shell_functions_stop_a_breaking_install(
     assert diff_states(before, tree_state(venv.path)) == [], "--eval writes nothing"
     env = cli.env({"PATH": f"{venv.bin}{os.pathsep}{os.environ['PATH']}"})
     script = f"{shell.stdout}\npip install {conflicts.b}\n"
-    stopped = _run(["sh", "-c", script], env)
+    stopped = run_command(["sh", "-c", script], env)
     assert stopped.returncode == 1, stopped
     assert "refused" in stopped.stderr
     assert diff_states(before, tree_state(venv.path)) == []
@@ -166,6 +153,6 @@ def test_a_wrapper_whose_libdoctor_is_gone_runs_the_real_tool(
     orphan = wrapper.replace(source, "/nonexistent").replace(sys.executable, str(venv.python))
     (venv.bin / "pip").write_text(orphan)  # an interpreter without libdoctor
     env = {k: v for k, v in cli.env().items() if k != "PYTHONPATH"}
-    run = _run([venv.bin / "pip", "uninstall", "-y", "no-such-dist"], env)
+    run = run_command([venv.bin / "pip", "uninstall", "-y", "no-such-dist"], env)
     assert "libdoctor guard:" in run.stderr and "unguarded" in run.stderr, run
     assert "Skipping no-such-dist as it is not installed" in run.stderr + run.stdout, run

@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,38 +29,19 @@ import pytest
 from libdoctor.environment.target import discover
 from libdoctor.errors import LibdoctorError
 from libdoctor.repair.guard import MANIFEST_LIMIT, guard_status, install_guard
+from support.commands import run_command
 from support.conflicts import ConflictWheels
+from support.hostile import one_error
 from support.repairs import Cli, diff_states, tree_state
 from support.venvs import SRC_DIR, Venv, VenvFactory, installed_names, pip_install, uv_path
 
 GUARD = ".libdoctor-guard"
 
 
-def _run(
-    argv: list[str | os.PathLike[str]],
-    env: Mapping[str, str],
-    cwd: Path | None = None,
-    timeout: float = 180,
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [os.fspath(a) for a in argv],
-        env=dict(env),
-        capture_output=True,
-        text=True,
-        errors="surrogateescape",
-        timeout=timeout,
-        check=False,
-        stdin=subprocess.DEVNULL,
-        cwd=cwd,
-    )
-
-
 def _one_error_line(run: Any, *needles: str) -> None:
     """Exit 2 and a single ``libdoctor: error:`` line saying each of NEEDLES."""
-    lines = run.stderr.splitlines()
-    assert run.rc == 2 and len(lines) == 1, run.describe()
-    assert lines[0].startswith("libdoctor: error: "), run.describe()
-    assert "Traceback" not in run.stderr and all(n in lines[0] for n in needles), run.describe()
+    line = one_error(run)
+    assert "Traceback" not in run.stderr and all(n in line for n in needles), run.describe()
 
 
 # --------------------------------------------------------------------------- hostile paths
@@ -108,7 +89,7 @@ def test_a_hostile_prefix_is_quoted_never_run(
     work = tmp_path / "cwd"
     work.mkdir()
     env = cli.env({"PATH": f"{uv_path().parent}{os.pathsep}{os.environ['PATH']}"})
-    unguarded = _run([venv.bin / "pip", "--version"], env, work)
+    unguarded = run_command([venv.bin / "pip", "--version"], env, work)
     assert unguarded.returncode == 0, unguarded
     before = tree_state(venv.path)
     bin_mtime = venv.bin.stat().st_mtime_ns
@@ -116,14 +97,14 @@ def test_a_hostile_prefix_is_quoted_never_run(
     assert installed.rc == 0 and len(installed.stdout.splitlines()) == 1, installed.describe()
     wrapper = (venv.bin / "pip").read_bytes()
     assert b"PWNED" not in wrapper.split(b"\nprefix=", 1)[0], "no path in a comment"
-    guarded = _run([venv.bin / "pip", "--version"], env, work)
+    guarded = run_command([venv.bin / "pip", "--version"], env, work)
     assert (guarded.returncode, guarded.stdout) == (0, unguarded.stdout), guarded
-    stopped = _run([venv.bin / "pip", "uninstall", "-y", "ldt-x"], env, work)
+    stopped = run_command([venv.bin / "pip", "uninstall", "-y", "ldt-x"], env, work)
     assert stopped.returncode == 1 and "refused: the uninstall breaks" in stopped.stderr, stopped
     if kind in ("newline", "bytes"):  # the uv wrapper's own quoting (its bin dir, on PATH)
         uv: list[str | os.PathLike[str]] = [venv.bin / "uv", "pip", "uninstall", "-p"]
         uv += [venv.python, "ldt-x"]
-        uv_stopped = _run(uv, env, work)
+        uv_stopped = run_command(uv, env, work)
         assert uv_stopped.returncode == 1 and "refused" in uv_stopped.stderr, uv_stopped
     assert {"ldt_x", "ldt_y"} <= installed_names(venv.site_packages)
     removed = cli("guard", "remove", venv.path)
@@ -440,7 +421,7 @@ def test_every_uninstall_spelling_is_planned(
 ) -> None:
     assert cli("guard", "install", breakable.path).rc == 0
     before = tree_state(breakable.path)
-    run = _run([breakable.bin / "pip", "uninstall", "-y", *args], cli.env(extra), spelled)
+    run = run_command([breakable.bin / "pip", "uninstall", "-y", *args], cli.env(extra), spelled)
     assert run.returncode == 1, run
     assert "refused: the uninstall breaks 1 thing(s)" in run.stderr, run
     assert diff_states(before, tree_state(breakable.path)) == []
@@ -459,7 +440,9 @@ def test_what_cannot_be_read_is_refused_in_one_line(
 ) -> None:
     assert cli("guard", "install", breakable.path).rc == 0
     before = tree_state(breakable.path)
-    run = _run([breakable.bin / "pip", "uninstall", "-y", *args], cli.env(), spelled, timeout=60)
+    run = run_command(
+        [breakable.bin / "pip", "uninstall", "-y", *args], cli.env(), spelled, timeout=60
+    )
     lines = run.stderr.splitlines()
     assert run.returncode == 1 and len(lines) == 1 and says in lines[0], run
     assert lines[0].startswith("libdoctor guard: refused: ") and "nothing was changed" in lines[0]
@@ -475,16 +458,16 @@ def test_uv_spellings_are_planned_and_project_files_refused(
     uv.append(breakable.python)
     before = tree_state(breakable.path)
     for args in (["ldt-x==9"], ["-rplain.txt"], ["./ldt_x-1.0-py3-none-any.whl"]):
-        run = _run([*uv, *args], env, spelled)
+        run = run_command([*uv, *args], env, spelled)
         assert run.returncode == 1 and "refused: the uninstall breaks" in run.stderr, run
-    project = _run([*uv, "-r", "pyproject.toml"], env, spelled)
+    project = run_command([*uv, "-r", "pyproject.toml"], env, spelled)
     assert project.returncode == 1 and "uv reads a project file" in project.stderr, project
     assert diff_states(before, tree_state(breakable.path)) == []
 
 
 def test_unknown_names_alone_go_straight_to_pip(breakable: Venv, cli: Cli) -> None:
     assert cli("guard", "install", breakable.path).rc == 0
-    run = _run([breakable.bin / "pip", "uninstall", "-y", "no-such-pkg"], cli.env())
+    run = run_command([breakable.bin / "pip", "uninstall", "-y", "no-such-pkg"], cli.env())
     assert run.returncode == 0 and "libdoctor" not in run.stderr, run
     assert "Skipping no-such-pkg as it is not installed" in run.stderr + run.stdout
 
@@ -509,7 +492,7 @@ def test_every_install_spelling_is_planned(
     (tmp_path / "b.txt").write_text(f"{conflicts.b}\n")
     assert cli("guard", "install", breakable.path).rc == 0
     before = tree_state(breakable.path)
-    run = _run([breakable.bin / "pip", "install", *args], cli.env(extra), tmp_path)
+    run = run_command([breakable.bin / "pip", "install", *args], cli.env(extra), tmp_path)
     assert run.returncode == 1 and "refused: the install breaks" in run.stderr, run
     assert diff_states(before, tree_state(breakable.path)) == []
 
@@ -526,7 +509,7 @@ def test_a_libdoctor_bug_fails_open_and_says_so(breakable: Venv, cli: Cli) -> No
     if not real.exists():
         assert cli("guard", "install", breakable.path).rc == 0
     argv: list[str | os.PathLike[str]] = [sys.executable, "-c", boot, "pip", real]
-    run = _run([*argv, breakable.path, "uninstall", "-y", "no-such-pkg"], cli.env())
+    run = run_command([*argv, breakable.path, "uninstall", "-y", "no-such-pkg"], cli.env())
     assert (
         "libdoctor guard: a bug in libdoctor stopped the plan (TypeError: boom): running pip "
         "unguarded; please report it" in run.stderr

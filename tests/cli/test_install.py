@@ -13,10 +13,7 @@ from pathlib import Path
 from support.conflicts import ConflictWheels
 from support.repairs import Cli, check_errors, diff_states, tree_state
 from support.venvs import WITH_UV, VenvFactory, installed_names, pip_install, uv_install, uv_path
-
-
-def offline(conflicts: ConflictWheels) -> list[str]:
-    return conflicts.offline()
+from support.wheels import offline
 
 
 def test_install_over_another_distributions_file_is_refused_byte_identical(

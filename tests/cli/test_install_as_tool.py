@@ -7,31 +7,25 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from support.commands import run_command
 from support.venvs import SRC_DIR, VenvFactory, uv_path
 
 pytestmark = pytest.mark.slow
 REPO = SRC_DIR.parent
 
 
-def _run(
-    argv: list[str], env: dict[str, str], timeout: float = 600
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        argv, env=env, capture_output=True, text=True, timeout=timeout, check=False, cwd="/"
-    )
-
-
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
-    done = _run([str(uv_path()), "build", "--wheel", "--out-dir", str(out), str(REPO)], env)
+    done = run_command(
+        [str(uv_path()), "build", "--wheel", "--out-dir", str(out), str(REPO)], env, "/", 600
+    )
     assert done.returncode == 0, done.stderr
     (built,) = out.glob("libdoctor-*.whl")
     return built
@@ -58,7 +52,7 @@ def test_uvx_runs_libdoctor_from_the_wheel(
     venv = new_venv("uvx-target")
     env = _tool_env(tmp_path)
     argv = [str(uv_path()), "tool", "run", "--python", sys.executable, "--from", str(wheel)]
-    done = _run([*argv, "libdoctor", "check", str(venv.path), "--json"], env)
+    done = run_command([*argv, "libdoctor", "check", str(venv.path), "--json"], env, "/", 600)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["findings"] == []
 
@@ -69,17 +63,25 @@ def test_pipx_installs_libdoctor_from_the_wheel(
     venv = new_venv("pipx-target")
     env = _tool_env(tmp_path)
     pipx_venv = tmp_path / "pipx-venv"
-    made = _run([str(uv_path()), "venv", "--python", sys.executable, str(pipx_venv)], env)
+    made = run_command(
+        [str(uv_path()), "venv", "--python", sys.executable, str(pipx_venv)], env, "/", 600
+    )
     assert made.returncode == 0, made.stderr
-    got = _run([str(uv_path()), "pip", "install", "--python", str(pipx_venv), "pipx"], env)
+    got = run_command(
+        [str(uv_path()), "pip", "install", "--python", str(pipx_venv), "pipx"], env, "/", 600
+    )
     if got.returncode != 0:
         pytest.skip(f"pipx cannot be installed here: {got.stderr.strip().splitlines()[-1:]}")
     pipx = pipx_venv / "bin" / "pipx"
-    installed = _run([str(pipx), "install", "--python", sys.executable, str(wheel)], env)
+    installed = run_command(
+        [str(pipx), "install", "--python", sys.executable, str(wheel)], env, "/", 600
+    )
     assert installed.returncode == 0, installed.stderr + installed.stdout
     tool = tmp_path / "pipx-bin" / "libdoctor"
-    done = _run([str(tool), "check", str(venv.path), "--json"], env)
+    done = run_command([str(tool), "check", str(venv.path), "--json"], env, "/", 600)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["findings"] == []
-    removed = _run([str(tool), "uninstall", "-y", "--dry-run", "pip", str(venv.path)], env)
+    removed = run_command(
+        [str(tool), "uninstall", "-y", "--dry-run", "pip", str(venv.path)], env, "/", 600
+    )
     assert "unrecognized arguments" not in removed.stderr, removed.stderr

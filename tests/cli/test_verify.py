@@ -13,14 +13,13 @@ import hashlib
 import os
 import shutil
 import socket
-import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from support.checkdoc import Doc, check_ok, only, run_fix, select
+from support.commands import run_checked
 from support.venvs import Libdoctor, Venv, VenvFactory, pip_env, pip_install, pip_uninstall, uv_path
 from support.wheels import WheelFactory, build_wheel
 
@@ -230,14 +229,6 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return env
 
 
-def _run(argv: Sequence[str | Path], env: dict[str, str], cwd: Path | None = None) -> str:
-    proc = subprocess.run(
-        [str(a) for a in argv], env=env, cwd=cwd, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, f"{argv}: {proc.stdout}\n{proc.stderr}"
-    return proc.stdout
-
-
 @pytest.mark.network
 def test_a_lock_written_by_pip_lock(
     registry: dict[str, str], new_venv: VenvFactory, tmp_path: Path, libdoctor: Libdoctor
@@ -246,19 +237,21 @@ def test_a_lock_written_by_pip_lock(
     as a pylock installer would: every artifact verified by hash."""
     uv = uv_path()
     tools = tmp_path / "tools"
-    _run([uv, "venv", "-q", "--python", sys.executable, tools], registry)
-    _run([uv, "pip", "install", "-q", "--python", tools / "bin" / "python", "pip>=25.1"], registry)
+    run_checked([uv, "venv", "-q", "--python", sys.executable, tools], registry)
+    run_checked(
+        [uv, "pip", "install", "-q", "--python", tools / "bin" / "python", "pip>=25.1"], registry
+    )
     lock = tmp_path / "pylock.toml"
     pins = ["six==1.16.0", "idna==3.10"]
-    _run([tools / "bin" / "python", "-m", "pip", "lock", *pins, "-o", lock], registry)
+    run_checked([tools / "bin" / "python", "-m", "pip", "lock", *pins, "-o", lock], registry)
     urls = [line.split('"')[1] for line in lock.read_text().splitlines() if line.startswith("url")]
     assert len(urls) == 2, lock.read_text()
     venv = new_venv("pip-lock")
-    _run([venv.python, "-m", "pip", "install", "-q", "--no-deps", *urls], registry)
+    run_checked([venv.python, "-m", "pip", "install", "-q", "--no-deps", *urls], registry)
     doc = _verify(libdoctor, lock, venv.path)
     assert doc["lock"]["created_by"] == "pip" and doc["findings"] == []
     assert sorted(doc["lock"]["verified"]) == ["idna 3.10", "six 1.16.0"]
-    _run([venv.python, "-m", "pip", "install", "-q", "--no-deps", "six==1.17.0"], registry)
+    run_checked([venv.python, "-m", "pip", "install", "-q", "--no-deps", "six==1.17.0"], registry)
     finding = only(_verify(libdoctor, lock, venv.path)["findings"])
     assert (finding["code"], finding["evidence"]["installed_version"]) == ("lock-version", "1.17.0")
 
@@ -275,8 +268,8 @@ def uv_project(registry: dict[str, str], tmp_path: Path) -> tuple[Path, Path]:
         "[dependency-groups]\ndev = ['iniconfig==2.0.0']\n"
     )
     uv = uv_path()
-    _run([uv, "lock", "-q", "--python", sys.executable], registry, cwd=project)
-    _run([uv, "sync", "-q", "--python", sys.executable], registry, cwd=project)
+    run_checked([uv, "lock", "-q", "--python", sys.executable], registry, cwd=project)
+    run_checked([uv, "sync", "-q", "--python", sys.executable], registry, cwd=project)
     return project, project / ".venv"
 
 
@@ -286,7 +279,9 @@ def test_a_uv_lock_and_its_pylock_export(
 ) -> None:
     project, venv = uv_project
     pylock = project / "pylock.toml"
-    _run([uv_path(), "export", "-q", "--format", "pylock.toml", "-o", pylock], registry, project)
+    run_checked(
+        [uv_path(), "export", "-q", "--format", "pylock.toml", "-o", pylock], registry, project
+    )
     for lock in (project / "uv.lock", pylock):
         doc = _verify(libdoctor, lock, venv)
         assert [f["severity"] for f in doc["findings"]] == ["info"], doc["findings"]
@@ -303,8 +298,8 @@ def test_a_uv_synced_env_drifts_from_its_uv_lock(
     project, venv = uv_project
     python = venv / "bin" / "python"
     uv = uv_path()
-    _run([uv, "pip", "install", "-q", "--python", python, "six==1.17.0", "attrs"], registry)
-    _run([uv, "pip", "uninstall", "-q", "--python", python, "idna"], registry)
+    run_checked([uv, "pip", "install", "-q", "--python", python, "six==1.17.0", "attrs"], registry)
+    run_checked([uv, "pip", "uninstall", "-q", "--python", python, "idna"], registry)
     edited = next((venv / "lib").glob("python*/site-packages/iniconfig/__init__.py"))
     with edited.open("a") as handle:
         handle.write("# edited\n")
@@ -322,7 +317,7 @@ def test_a_uv_synced_env_drifts_from_its_uv_lock(
     assert attrs["fix"]["argv"] == ["uv", "pip", "uninstall", "--python", str(python), "attrs"]
     for finding in doc["findings"]:  # the fixes, run with the real uv
         if finding.get("fix"):
-            _run(
+            run_checked(
                 [shutil.which("uv", path=registry["PATH"]) or "uv", *finding["fix"]["argv"][1:]],
                 registry,
             )

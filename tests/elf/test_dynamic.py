@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from libdoctor.elf.dynamic import (
     parse_elf,
     read_elf,
 )
+from support.cc import gcc, gcc_ok, need
 
 TORCH_ENV = Path(os.environ.get("LIBDOCTOR_TORCH_ENV", "/work/envs/torchenv"))
 
@@ -74,13 +74,6 @@ _FLAGS_1 = {
     "PIE": 0x8000000,
 }
 _DYN_LINE = re.compile(rb"^\s*0x[0-9a-f]+ \((\w+)\)\s+(.*)$")
-
-
-def need(tool: str) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        pytest.skip(f"{tool} not found on PATH")
-    return path
 
 
 def readelf_info(path: Path | str) -> ElfInfo:
@@ -141,33 +134,6 @@ def assert_like_readelf(path: Path | str) -> ElfInfo:
 
 
 # ---------------------------------------------------------------- building real libraries
-
-
-def gcc(
-    out: Path,
-    *args: str | bytes,
-    source: str = "int f(void) { return 1; }\n",
-    may_fail: bool = False,
-) -> Path | None:
-    src = out.with_suffix(".c")
-    src.write_text(source)
-    proc = subprocess.run(
-        [need("gcc"), *args, "-o", os.fsencode(out), os.fsencode(src)],
-        capture_output=True,
-        text=True,
-        errors="replace",
-    )
-    if proc.returncode != 0:
-        if may_fail:
-            return None
-        pytest.fail(f"gcc {args!r} failed:\n{proc.stderr}")
-    return out
-
-
-def gcc_ok(out: Path, *args: str | bytes) -> Path:
-    built = gcc(out, *args)
-    assert built is not None
-    return built
 
 
 SHARED = ("-shared", "-fPIC")

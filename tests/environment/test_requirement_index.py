@@ -12,16 +12,9 @@ from pathlib import Path
 import pytest
 
 from libdoctor.environment.distributions import Distribution, parse_requires_txt, scan_site
-from libdoctor.environment.model import Environment
 from libdoctor.environment.requirements import RequirementIndex, extras_named, marker_environment
-from libdoctor.environment.target import SiteDir, Target
-from support.dists import fake_dist
-
-
-def env_of(*dists: Distribution, python: tuple[int, int] = (3, 11)) -> Environment:
-    sites = (SiteDir("/env/site", "/env"), SiteDir("/base/site", "/base", inherited=True))
-    target = Target("/env", "/env/bin/python", sites, "test", python)
-    return Environment(target=target, distributions=dists, claims={}, escaping=(), by_dist={})
+from libdoctor.environment.target import SiteDir
+from support.dists import env_of, fake_dist
 
 
 def keys(index: RequirementIndex, dist: Distribution) -> list[str]:

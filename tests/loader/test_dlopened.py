@@ -20,20 +20,12 @@ import pytest
 from libdoctor.elf.rodata import read_library_strings
 from libdoctor.loader.model import LoadedObject, SearchConfig
 from libdoctor.loader.search import Loader
-from libdoctor.loader.system import LoaderSystem, probe_loader_system
+from libdoctor.loader.system import LoaderSystem
 from support.cc import compile_dlopener, compile_lib, require_gcc
 from support.stackfake import EXT, compile_extension
 
 SUB = "libsub.so.1"
 DISP = "libdisp.so.9"
-
-
-@pytest.fixture(scope="module")
-def system() -> LoaderSystem:
-    found = probe_loader_system()
-    if found.problems:
-        pytest.skip(f"loader facts not readable here: {found.problems}")
-    return found
 
 
 @dataclass(frozen=True)

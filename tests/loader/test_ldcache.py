@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import shutil
 import struct
 import subprocess
 from dataclasses import dataclass
@@ -24,15 +23,9 @@ from libdoctor.loader.ldcache import (
     load_ld_cache,
     parse_ld_cache,
 )
+from support.cc import gcc, need
 
 HWCAPS_ALL = ("x86-64-v4", "x86-64-v3", "x86-64-v2")
-
-
-def need(tool: str) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        pytest.skip(f"{tool} not found on PATH")
-    return path
 
 
 def ldconfig_p(cache: str | None = None) -> str:
@@ -71,13 +64,6 @@ class Built:
     has_32bit: bool
 
 
-def gcc(out: Path, *args: str) -> bool:
-    src = out.parent / "f.c"
-    src.write_text("int f(void) { return 1; }\n")
-    cmd = [need("gcc"), "-shared", "-fPIC", *args, "-o", str(out), str(src)]
-    return subprocess.run(cmd, capture_output=True).returncode == 0
-
-
 LIBS = [
     # (dir, file, soname)
     ("d1", "libfoo.so.1", "libfoo.so.1"),
@@ -95,10 +81,11 @@ LIBS = [
 def build_libs(root: Path) -> bool:
     for d, name, soname in LIBS:
         (root / d).mkdir(parents=True, exist_ok=True)
-        assert gcc(root / d / name, f"-Wl,-soname,{soname}")
+        assert gcc(root / d / name, "-shared", "-fPIC", f"-Wl,-soname,{soname}", may_fail=True)
     # A 32-bit library with a taken SONAME: listed as "(ELF)", never picked by an x86-64 lookup.
     (root / "d0").mkdir(exist_ok=True)
-    return gcc(root / "d0" / "libbar.so.2", "-m32", "-nostdlib", "-Wl,-soname,libbar.so.2")
+    args = ("-shared", "-fPIC", "-m32", "-nostdlib", "-Wl,-soname,libbar.so.2")
+    return gcc(root / "d0" / "libbar.so.2", *args, may_fail=True) is not None
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from libdoctor.loader.runtime import SEARCHES
-from support.cc import compile_lib, require_gcc
+from support.cc import lib_bytes, require_gcc
 from support.dists import fake_dist
 from support.stackfake import TorchStack
 from support.venvs import Libdoctor, Venv, VenvFactory, pip_install, pip_uninstall
@@ -57,12 +57,6 @@ def test_the_catalog_is_read_from_the_installed_package(tmp_path: Path) -> None:
     assert pathfinder.catalog(fake_dist("cuda-pathfinder", "1.9", site=str(tmp_path))) == {}
 
 
-def _lib(tmp: Path, name: str, **kwargs: Any) -> bytes:
-    directory = tmp / name.replace("/", "_")
-    directory.mkdir(parents=True, exist_ok=True)
-    return compile_lib(directory, os.path.basename(name), **kwargs).read_bytes()
-
-
 @pytest.fixture
 def cupylike(new_venv: VenvFactory, make_wheel: WheelFactory, tmp_path: Path) -> tuple[Venv, Path]:
     """cupylike requires cuda-pathfinder; strictlike needs the same library and does not."""
@@ -76,7 +70,7 @@ def cupylike(new_venv: VenvFactory, make_wheel: WheelFactory, tmp_path: Path) ->
             "nvidia-cublas-cu12",
             "12.9.2.10",
             {
-                "nvidia/cublas/lib/libcublas.so.12": _lib(
+                "nvidia/cublas/lib/libcublas.so.12": lib_bytes(
                     build, "libcublas.so.12", soname="libcublas.so.12"
                 )
             },
@@ -86,8 +80,10 @@ def cupylike(new_venv: VenvFactory, make_wheel: WheelFactory, tmp_path: Path) ->
             "1.0",
             {
                 "cupylike/__init__.py": b"",
-                f"cupylike/_blas{EXT}": _lib(build, f"a/_blas{EXT}", needed=["libcublas.so.12"]),
-                f"cupylike/_tensor{EXT}": _lib(
+                f"cupylike/_blas{EXT}": lib_bytes(
+                    build, f"a/_blas{EXT}", needed=["libcublas.so.12"]
+                ),
+                f"cupylike/_tensor{EXT}": lib_bytes(
                     build, f"b/_tensor{EXT}", needed=["libcutensor.so.2"]
                 ),
             },
@@ -98,7 +94,9 @@ def cupylike(new_venv: VenvFactory, make_wheel: WheelFactory, tmp_path: Path) ->
             "1.0",
             {
                 "strictlike/__init__.py": b"",
-                f"strictlike/_blas{EXT}": _lib(build, f"c/_blas{EXT}", needed=["libcublas.so.12"]),
+                f"strictlike/_blas{EXT}": lib_bytes(
+                    build, f"c/_blas{EXT}", needed=["libcublas.so.12"]
+                ),
             },
         ),
     ]

@@ -26,7 +26,7 @@ from libdoctor.loader.fs import FileId, Inspection, RealFS
 from libdoctor.loader.model import Closure, Resolution, SearchConfig
 from libdoctor.loader.search import Loader
 from libdoctor.loader.strings import expand_dst, is_extension_module, origin_of, split_preload
-from libdoctor.loader.system import LoaderSystem, probe_loader_system
+from libdoctor.loader.system import LoaderSystem
 from support.cc import compile_exe, compile_lib, gcc_can_m32, patch_elf_header, require_gcc
 from support.oracle import LOADER, OracleTrace, run_oracle
 
@@ -34,14 +34,6 @@ pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or not os.path.exists(LOADER),
     reason=f"needs Linux with the glibc loader at {LOADER}",
 )
-
-
-@pytest.fixture(scope="module")
-def system() -> LoaderSystem:
-    found = probe_loader_system()
-    if found.problems:
-        pytest.skip(f"loader facts not readable here: {found.problems}")
-    return found
 
 
 # --------------------------------------------------------------------------- the comparison

@@ -7,7 +7,6 @@ sha256 of every file under the target (``support.repairs.tree_state``).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -22,6 +21,7 @@ from support.repairs import (
     check_errors,
     diff_states,
     fault_injector,
+    journals,
     process_gone,
     tree_state,
     wait_for_installer,
@@ -40,7 +40,7 @@ from support.venvs import (
     strace_path,
     uv_install,
 )
-from support.wheels import WheelFactory, record_line
+from support.wheels import WheelFactory, offline, record_line
 
 Doc = dict[str, Any]
 
@@ -73,14 +73,6 @@ def states(
     module_venv: VenvFactory, seed: SeedWheels, tmp_path_factory: pytest.TempPathFactory
 ) -> States:
     return States(module_venv, seed, tmp_path_factory.mktemp("states"))
-
-
-def offline(seed: SeedWheels) -> list[str]:
-    return ["--no-index", "--find-links", str(seed.find_links)]
-
-
-def journals(cli: Cli) -> list[Doc]:
-    return [json.loads(p.read_text()) for p in sorted(cli.backups.glob("*/journal.json"))]
 
 
 # =============================================================================== uninstall

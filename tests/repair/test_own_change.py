@@ -18,7 +18,7 @@ import pytest
 
 from support.repairs import Cli, diff_states, fault_injector, tree_state
 from support.venvs import Venv, VenvFactory, pip_install
-from support.wheels import WheelFactory
+from support.wheels import WheelFactory, offline
 
 FILES = {f"ldtown/m{i:02d}.py": f"X = {i}\n".encode() for i in range(12)}
 FILES["ldtown/__init__.py"] = b""
@@ -57,10 +57,6 @@ def damaged(new_venv: VenvFactory, make_wheel: WheelFactory, name: str) -> tuple
 
 def is_later(path: str) -> bool:
     return "ldtlater" in path or "ldt_later" in path
-
-
-def offline(links: Path) -> list[str]:
-    return ["--no-index", "--find-links", str(links)]
 
 
 def test_a_failing_fix_leaves_what_another_process_wrote_meanwhile(

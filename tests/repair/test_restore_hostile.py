@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from support.hostile import DEEP, sparse
+from support.hostile import DEEP, one_error, sparse
 from support.repairs import Cli, copy_backup, diff_states, tree_state
 from support.rss import RSS_BOUND, measured, peak_rss
 from support.venvs import Venv, VenvFactory, pip_install
@@ -81,14 +81,6 @@ def _edit(path: Path, edit: Callable[[Doc], None]) -> None:
     doc = json.loads(path.read_text())
     edit(doc)
     path.write_text(json.dumps(doc))
-
-
-def _one_error(run: Any) -> str:
-    """The single stderr line of a run that could not go on (exit 2), never a traceback."""
-    lines = run.stderr.splitlines()
-    assert run.rc == 2 and len(lines) == 1, run.describe()
-    assert lines[0].startswith("libdoctor: error: "), run.describe()
-    return str(lines[0])
 
 
 # --------------------------------------------------------------------------- refused whole
@@ -177,7 +169,7 @@ def test_a_hostile_backup_is_refused_in_one_line(
     before = tree_state(taken.venv.path, hashed=False)
     rss = tmp_path / "rss"
     run = cli("restore", copy.name, prefix=measured(rss))
-    assert says in _one_error(run), run.describe()
+    assert says in one_error(run), run.describe()
     assert peak_rss(rss) < RSS_BOUND
     assert diff_states(before, tree_state(taken.venv.path, hashed=False)) == []
 
@@ -212,8 +204,8 @@ def test_one_bad_backup_blocks_nothing(
     backups = cli("backups")
     assert backups.rc == 0 and backups.stdout.splitlines()[-2:] == skipped, backups.describe()
     assert cli("backups", "--json").json()["skipped"] == [note]
-    assert "1 damaged backup(s) skipped" in _one_error(cli("restore"))
-    assert "backup 20200101-000000-badbad is damaged, not removed" in _one_error(
+    assert "1 damaged backup(s) skipped" in one_error(cli("restore"))
+    assert "backup 20200101-000000-badbad is damaged, not removed" in one_error(
         cli("backups", "remove", bad.name)
     )
     assert cli("backups", "prune", "--keep", "1").rc == 0

@@ -24,16 +24,12 @@ from libdoctor.errors import LibdoctorError
 from libdoctor.repair.backup import BackupSession
 from libdoctor.repair.journal import BackupInfo
 from libdoctor.repair.rollback import restore
-from support.repairs import Cli, diff_states, tree_state
+from support.repairs import Cli, diff_states, journals, tree_state
 from support.venvs import SRC_DIR, Venv, VenvFactory, pip_env, pip_install
 from support.wheels import WheelFactory, record_line
 
 Doc = dict[str, Any]
 PYDIR = f"python{sys.version_info[0]}.{sys.version_info[1]}"
-
-
-def journals(cli: Cli) -> list[Doc]:
-    return [json.loads(p.read_text()) for p in sorted(cli.backups.glob("*/journal.json"))]
 
 
 def dotted(path: Path) -> str:

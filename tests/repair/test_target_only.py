@@ -30,7 +30,7 @@ from support.venvs import (
     uv_install,
     uv_path,
 )
-from support.wheels import WheelFactory
+from support.wheels import WheelFactory, offline
 
 Doc = dict[str, Any]
 DEV_SITE = Path(sysconfig.get_paths()["purelib"])
@@ -59,10 +59,6 @@ class Bystanders:
 @pytest.fixture
 def bystander(new_venv: VenvFactory) -> Iterator[Venv]:
     yield new_venv("bystander")
-
-
-def offline(links: Path) -> list[str]:
-    return ["--no-index", "--find-links", str(links)]
 
 
 def sole(make_wheel: WheelFactory, name: str = "ldt-a") -> Path:

@@ -18,7 +18,7 @@ import pytest
 from libdoctor.disk.stat import FileState, RealDisk
 from libdoctor.loader.model import Process, SearchConfig
 from libdoctor.loader.search import Loader
-from libdoctor.loader.system import LoaderSystem, probe_loader_system
+from libdoctor.loader.system import LoaderSystem
 from libdoctor.stack.frameworks import FrameworkBuild, Reader
 from libdoctor.stack.preload import TorchStart, dlopen_into, glob_dir, start_torch
 from libdoctor.stack.torchsource import choose_model, extract_preload, verify_model
@@ -240,14 +240,6 @@ def test_glob_dir_agrees_with_glob_on_disk(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- the replay
-
-
-@pytest.fixture(scope="module")
-def system() -> LoaderSystem:
-    found = probe_loader_system()
-    if found.problems:
-        pytest.skip(f"loader facts not readable here: {found.problems}")
-    return found
 
 
 def lib(

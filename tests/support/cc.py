@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import os
 import shutil
 import struct
 import subprocess
@@ -20,6 +21,7 @@ import tempfile
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +29,11 @@ __all__ = [
     "compile_dlopener",
     "compile_exe",
     "compile_lib",
+    "gcc",
     "gcc_can_m32",
+    "gcc_ok",
+    "lib_bytes",
+    "need",
     "patch_elf_header",
     "require_gcc",
 ]
@@ -51,6 +57,46 @@ const char *libdoctor_load(const char *name) {{
 """
 # The executable never runs (the loader only traces it); it needs an entry symbol and nothing else.
 _EXE_SOURCE = "void _start(void) {{ for (;;) {{}} }}\nint {symbol}(void) {{ return 0; }}\n"
+
+
+def need(tool: str) -> str:
+    """Path of TOOL on PATH, or skip the calling test."""
+    path = shutil.which(tool)
+    if path is None:
+        pytest.skip(f"{tool} not found on PATH")
+    return path
+
+
+def gcc(
+    out: Path,
+    *args: str | bytes,
+    source: str = "int f(void) { return 1; }\n",
+    may_fail: bool = False,
+) -> Path | None:
+    """OUT, compiled by gcc from SOURCE with ARGS (none of this module's stubs or flags).
+
+    On failure: None if MAY_FAIL, else the test fails with gcc's message. The source file sits
+    beside OUT as a dot file, so a directory scan for ``lib*.so*`` (ldconfig) passes it over.
+    """
+    src = out.parent / f".{out.name}.c"
+    src.write_text(source)
+    proc = subprocess.run(
+        [need("gcc"), *args, "-o", os.fsencode(out), os.fsencode(src)],
+        capture_output=True,
+        text=True,
+        errors="replace",
+    )
+    if proc.returncode != 0:
+        if may_fail:
+            return None
+        pytest.fail(f"gcc {args!r} failed:\n{proc.stderr}")
+    return out
+
+
+def gcc_ok(out: Path, *args: str | bytes) -> Path:
+    built = gcc(out, *args)
+    assert built is not None
+    return built
 
 
 @cache
@@ -212,6 +258,14 @@ def compile_lib(
         exports=exports,
         imports=imports,
     )
+
+
+def lib_bytes(tmp: Path, name: str, **kwargs: Any) -> bytes:
+    """The bytes of ``compile_lib(...)`` for NAME (a file name, or a path whose last part is
+    it), built in a directory of its own under TMP."""
+    directory = tmp / name.replace("/", "_")
+    directory.mkdir(parents=True, exist_ok=True)
+    return compile_lib(directory, os.path.basename(name), **kwargs).read_bytes()
 
 
 def compile_dlopener(

@@ -7,14 +7,15 @@ names are compared canonicalized (``canon``), so "Foo_Bar" and "foo-bar" are one
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from support.venvs import LibdoctorRun, Venv, pip_env
+from support.commands import run_command
+from support.venvs import LibdoctorRun, Venv, pip_env, uv_path
 
 Doc = dict[str, Any]
 Finding = dict[str, Any]
@@ -53,6 +54,14 @@ def only(findings: Sequence[Finding]) -> Finding:
     return findings[0]
 
 
+def by_code(doc: Doc) -> dict[str, list[Finding]]:
+    """DOC's findings by their code, in document order."""
+    out: dict[str, list[Finding]] = {}
+    for finding in doc["findings"]:
+        out.setdefault(finding["code"], []).append(finding)
+    return out
+
+
 def codes_for(doc: Doc, dist: str) -> set[str]:
     return {f["code"] for f in select(doc, dist=dist)}
 
@@ -87,11 +96,14 @@ def check_ok(run: LibdoctorRun) -> Doc:
 
 def run_fix(finding: Finding, find_links: Path) -> None:
     """Run a finding's fix argv for real, pip seeing only the test wheels in FIND_LINKS."""
-    fix = subprocess.run(
-        finding["fix"]["argv"],
-        env=pip_env(find_links=[find_links]),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert fix.returncode == 0, fix.stdout + fix.stderr
+    run_fix_argv(finding["fix"]["argv"], find_links)
+
+
+def run_fix_argv(argv: Sequence[str], find_links: Path) -> None:
+    """Run one fix command line for real: pip and uv see only the test wheels in FIND_LINKS
+    (and ``uv`` is on PATH, as a fix for what uv installed names it)."""
+    env = pip_env([find_links])
+    env["PATH"] = f"{uv_path().parent}{os.pathsep}{env.get('PATH', '')}"
+    env["UV_FIND_LINKS"], env["UV_NO_INDEX"], env["UV_NO_CACHE"] = str(find_links), "1", "1"
+    done = run_command(argv, env, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr

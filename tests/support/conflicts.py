@@ -25,10 +25,7 @@ class ConflictWheels:
     x2: Path
     y: Path
     alone: Path
-    links: Path  # --find-links for all of them
-
-    def offline(self) -> list[str]:
-        return ["--no-index", "--find-links", str(self.links)]
+    find_links: Path  # --find-links for all of them
 
 
 def build_conflict_wheels(make: WheelFactory) -> ConflictWheels:
@@ -39,5 +36,5 @@ def build_conflict_wheels(make: WheelFactory) -> ConflictWheels:
         x2=make("ldt-x", "2.0", {"xpkg/__init__.py": b"V = 2\n"}),
         y=make("ldt-y", "1.0", {"ypkg/__init__.py": b"", "common/same.txt": b"same\n"}),
         alone=make("ldt-alone", "1.0", {"alone/__init__.py": b"A = 1\n"}),
-        links=make.dest,
+        find_links=make.dest,
     )

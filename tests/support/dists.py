@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from libdoctor.environment.distributions import Distribution, canonicalize_name
+from libdoctor.environment.model import Environment
 from libdoctor.environment.record import ParsedRecord, RecordEntry
-from libdoctor.environment.target import SiteDir
+from libdoctor.environment.target import SiteDir, Target
 
 
 def fake_dist(
@@ -31,3 +32,10 @@ def fake_dist(
         record=ParsedRecord(tuple(RecordEntry(p, None, 1) for p in paths), ()),
         record_error=None,
     )
+
+
+def env_of(*dists: Distribution, python: tuple[int, int] = (3, 11)) -> Environment:
+    """A venv at /env holding DISTS (site /env/site), over a base interpreter's /base/site."""
+    sites = (SiteDir("/env/site", "/env"), SiteDir("/base/site", "/base", inherited=True))
+    target = Target("/env", "/env/bin/python", sites, "test", python)
+    return Environment(target=target, distributions=dists, claims={}, escaping=(), by_dist={})

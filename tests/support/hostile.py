@@ -1,5 +1,6 @@
 """Hostile inputs, made cheaply, for the issue 23 tests: JSON nested past any parser, a file
-past any size limit that costs no disk, and a small gzip file that inflates to gigabytes."""
+past any size limit that costs no disk, and a small gzip file that inflates to gigabytes; and
+``one_error``, what a run refusing one must look like."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import struct
 import zlib
 from functools import cache
 from pathlib import Path
+from typing import Any
 
-__all__ = ["BIG", "DEEP", "gzip_bomb", "sparse"]
+__all__ = ["BIG", "DEEP", "gzip_bomb", "one_error", "sparse"]
 
 DEEP = b"[" * 100_000  # a RecursionError in every json.loads once
 BIG = 600 << 20  # past MAX_FILE_BYTES
@@ -39,3 +41,12 @@ def gzip_bomb(
     size = (len(head) + inflated_mib * len(chunk) + 2) & 0xFFFFFFFF
     header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"  # no name, mtime 0
     return header + first + block * inflated_mib + tail + struct.pack("<II", crc, size)
+
+
+def one_error(run: Any, *, no_stdout: bool = False) -> str:
+    """The single stderr line of a run that could not go on (exit 2), never a traceback;
+    with NO_STDOUT, it wrote nothing to stdout either."""
+    lines = run.stderr.splitlines()
+    assert run.rc == 2 and len(lines) == 1 and (not no_stdout or run.stdout == ""), run.describe()
+    assert lines[0].startswith("libdoctor: error: "), run.describe()
+    return str(lines[0])

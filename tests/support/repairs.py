@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -34,6 +35,7 @@ __all__ = [
     "copy_backup",
     "diff_states",
     "fault_injector",
+    "journals",
     "process_gone",
     "tree_state",
     "wait_for_installer",
@@ -118,6 +120,11 @@ def check_errors(cli: Cli, target: Path) -> list[dict[str, Any]]:
     run = cli("check", target, "--json")
     assert run.rc in (0, 1), run.describe()
     return [f for f in run.json()["findings"] if f["severity"] == "error"]
+
+
+def journals(cli: Cli) -> list[dict[str, Any]]:
+    """The journals of every backup CLI took, oldest name first."""
+    return [json.loads(p.read_text()) for p in sorted(cli.backups.glob("*/journal.json"))]
 
 
 def tree_state(root: Path, *, hashed: bool = True) -> dict[str, tuple[Any, ...]]:

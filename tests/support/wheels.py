@@ -17,6 +17,7 @@ import sysconfig
 import zipfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Protocol
 
 __all__ = [
     "WheelFactory",
@@ -25,6 +26,7 @@ __all__ = [
     "escape_name",
     "extension_suffix",
     "native_tag",
+    "offline",
     "record_hash",
     "record_line",
     "sample_elf",
@@ -187,6 +189,19 @@ class WheelFactory:
             dist_info_name=dist_info_name,
             metadata=metadata,
         )
+
+
+class WheelSet(Protocol):
+    """Test wheels built into one directory (``support.seed``, ``support.conflicts``)."""
+
+    @property
+    def find_links(self) -> Path: ...
+
+
+def offline(links: Path | WheelSet) -> list[str]:
+    """pip's and uv's arguments to install from LINKS alone (a directory, or a wheel set's)."""
+    where = links if isinstance(links, Path) else links.find_links
+    return ["--no-index", "--find-links", str(where)]
 
 
 def native_tag() -> str:

@@ -37,32 +37,11 @@ from support.wheels import WheelFactory
 Doc = dict[str, Any]
 
 
-def canon(name: str) -> str:
-    return name.lower().replace("_", "-")
-
-
 def new_findings(doc: Doc, code: str) -> list[Doc]:
     return [f for f in doc["plan"]["new_findings"] if f["code"] == code]
 
 
 # =============================================================================== fixtures
-
-
-@pytest.fixture(scope="module")
-def clean_venv(module_venv: VenvFactory, seed: SeedWheels) -> Venv:
-    """cudnn-a and torchlike: healthy, ``import torchlike`` loads cudnn-a's library."""
-    venv = module_venv("clean")
-    pip_install(venv, seed.cudnn_a, seed.torchlike)
-    return venv
-
-
-@pytest.fixture(scope="module")
-def seed_venv(module_venv: VenvFactory, seed: SeedWheels) -> Venv:
-    """The seed: cudnn-b installed over cudnn-a (pip overwrote its files without a word)."""
-    venv = module_venv("seed")
-    pip_install(venv, seed.cudnn_a, seed.torchlike)
-    pip_install(venv, seed.cudnn_b)
-    return venv
 
 
 @pytest.fixture(scope="module")
@@ -203,21 +182,19 @@ def test_removal_set_is_what_pip_really_deletes(
     assert (venv.site_packages / "richpkg/data/user-notes.txt").exists()
 
 
-def test_plan_uninstall_of_a_sole_owner_is_safe(clean_venv: Venv, cli: Cli) -> None:
-    run = cli("plan", "uninstall", "torchlike", clean_venv.path, "--json")
+def test_plan_uninstall_of_a_sole_owner_is_safe(healthy: Venv, cli: Cli) -> None:
+    run = cli("plan", "uninstall", "torchlike", healthy.path, "--json")
     assert run.rc == 0, run.describe()
     plan = run.json()["plan"]
     assert plan["verdict"] == "safe"
     assert plan["co_owned"] == [] and plan["safe_sequence"] is None
-    assert "Verdict: safe" in cli("plan", "uninstall", "torchlike", clean_venv.path).stdout
+    assert "Verdict: safe" in cli("plan", "uninstall", "torchlike", healthy.path).stdout
 
 
-def test_plan_uninstall_of_the_only_provider_breaks_with_no_repair(
-    clean_venv: Venv, cli: Cli
-) -> None:
+def test_plan_uninstall_of_the_only_provider_breaks_with_no_repair(healthy: Venv, cli: Cli) -> None:
     """Nobody else ships libcudnn.so.9: no reinstall makes it safe, and the plan says so.
     torchlike also requires cudnn-a by name."""
-    run = cli("plan", "uninstall", "cudnn-a", clean_venv.path, "--json")
+    run = cli("plan", "uninstall", "cudnn-a", healthy.path, "--json")
     assert run.rc == 1, run.describe()
     plan = run.json()["plan"]
     codes = sorted(f["code"] for f in plan["new_findings"])
@@ -225,11 +202,11 @@ def test_plan_uninstall_of_the_only_provider_breaks_with_no_repair(
     assert plan["safe_sequence"] is None
 
 
-def test_plan_unknown_distribution_is_exit_2(clean_venv: Venv, cli: Cli) -> None:
-    run = cli("plan", "uninstall", "no-such-dist", clean_venv.path)
+def test_plan_unknown_distribution_is_exit_2(healthy: Venv, cli: Cli) -> None:
+    run = cli("plan", "uninstall", "no-such-dist", healthy.path)
     assert run.rc == 2
     assert run.stderr.strip() == (
-        f"libdoctor: error: no-such-dist is not installed in {clean_venv.path}"
+        f"libdoctor: error: no-such-dist is not installed in {healthy.path}"
     )
 
 
@@ -250,26 +227,26 @@ def _assert_overwrite(doc: Doc, venv: Venv) -> None:
 
 
 def test_plan_install_wheel_predicts_the_overwrite(
-    clean_venv: Venv, seed: SeedWheels, cli: Cli
+    healthy: Venv, seed: SeedWheels, cli: Cli
 ) -> None:
-    before = snapshot(clean_venv.path)
-    run = cli("plan", "install", seed.cudnn_b, clean_venv.path, "--json")
+    before = snapshot(healthy.path)
+    run = cli("plan", "install", seed.cudnn_b, healthy.path, "--json")
     assert run.rc == 1, run.describe()
-    _assert_overwrite(run.json(), clean_venv)
-    text = cli("plan", "install", seed.cudnn_b, clean_venv.path).stdout
+    _assert_overwrite(run.json(), healthy)
+    text = cli("plan", "install", seed.cudnn_b, healthy.path).stdout
     assert "Overwrites 1 file with different bytes:" in text
-    assert diff_snapshots(before, snapshot(clean_venv.path)) == []
+    assert diff_snapshots(before, snapshot(healthy.path)) == []
 
 
 def test_plan_install_requirement_resolves_with_the_target_pip(
-    clean_venv: Venv, seed: SeedWheels, cli: Cli
+    healthy: Venv, seed: SeedWheels, cli: Cli
 ) -> None:
-    before = snapshot(clean_venv.path)
+    before = snapshot(healthy.path)
     run = cli(
         "plan",
         "install",
         "cudnn-b==9.24.0",
-        clean_venv.path,
+        healthy.path,
         "--no-index",
         "--find-links",
         seed.find_links,
@@ -278,11 +255,9 @@ def test_plan_install_requirement_resolves_with_the_target_pip(
     assert run.rc == 1, run.describe()
     doc = run.json()
     assert doc["plan"]["subjects"] == ["cudnn-b 9.24.0"]
-    _assert_overwrite(doc, clean_venv)
-    assert diff_snapshots(before, snapshot(clean_venv.path)) == []
-    satisfied = cli(
-        "plan", "install", "cudnn-a", clean_venv.path, "--no-index", "-f", seed.find_links
-    )
+    _assert_overwrite(doc, healthy)
+    assert diff_snapshots(before, snapshot(healthy.path)) == []
+    satisfied = cli("plan", "install", "cudnn-a", healthy.path, "--no-index", "-f", seed.find_links)
     assert satisfied.rc == 0, satisfied.describe()
     assert "already satisfied" in satisfied.stdout
 
@@ -479,12 +454,12 @@ def test_diff_findings_by_code_distribution_paths_and_subject() -> None:
     ]
 
 
-def test_plan_never_writes_outside(clean_venv: Venv, cli: Cli, tmp_path: Path) -> None:
+def test_plan_never_writes_outside(healthy: Venv, cli: Cli, tmp_path: Path) -> None:
     """plan uninstall leaves the cache dir untouched too: it only reads."""
-    run = cli("plan", "uninstall", "torchlike", clean_venv.path)
+    run = cli("plan", "uninstall", "torchlike", healthy.path)
     assert run.rc == 0
     assert not (cli.cache_home / "libdoctor" / "backups").exists()
-    assert os.path.isdir(clean_venv.path)
+    assert os.path.isdir(healthy.path)
 
 
 # =============================================================================== real tier
@@ -627,14 +602,14 @@ def _sdist(dest: Path) -> Path:
     return path
 
 
-def test_plan_install_of_an_sdist_cannot_tell(clean_venv: Venv, cli: Cli, tmp_path: Path) -> None:
+def test_plan_install_of_an_sdist_cannot_tell(healthy: Venv, cli: Cli, tmp_path: Path) -> None:
     """pip would build it from source: the files are unknown, so the plan is not "safe"."""
     links = _sdist(tmp_path / "sdists").parent
-    run = cli("plan", "install", "srcpkg", clean_venv.path, "--no-index", "-f", links, "--json")
+    run = cli("plan", "install", "srcpkg", healthy.path, "--no-index", "-f", links, "--json")
     assert run.rc == 1, run.describe()
     plan = run.json()["plan"]
     assert (plan["verdict"], plan["unknown"]) == ("unknown", ["srcpkg 1.0"])
-    text = cli("plan", "install", "srcpkg", clean_venv.path, "--no-index", "-f", links)
+    text = cli("plan", "install", "srcpkg", healthy.path, "--no-index", "-f", links)
     assert text.rc == 1 and "Verdict: cannot tell" in text.stdout, text.describe()
 
 

@@ -8,29 +8,26 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
 
 from libdoctor.cli import changes, common
 
-
-def register(sub: Any) -> None:
-    backups = sub.add_parser(
-        "backups",
-        help="list, prune or remove the backups fix and uninstall took",
-        description="The backups `libdoctor fix` and `libdoctor uninstall` take before each "
-        "change, with their cost (own bytes, and bytes shared by hard link). The newest 5 "
-        "per target are kept after every successful change ($LIBDOCTOR_KEEP_BACKUPS or "
-        "--keep); a backup a restore still needs is never pruned.",
-    )
-    backups.add_argument("action", nargs="?", default="list", choices=("list", "prune", "remove"))
-    backups.add_argument("backup", nargs="?", metavar="ID", help="with remove: the backup")
-    backups.add_argument("--keep", type=int, metavar="N", help="with prune: how many to keep")
-    backups.add_argument("--force", action="store_true", help="remove one a restore needs")
-    backups.add_argument(
-        "--cache-dir", metavar="DIR", help="where backups live (default: user cache dir)"
-    )
-    backups.add_argument("--json", action="store_true", help="machine-readable output")
-    backups.set_defaults(func=run)
+COMMAND = common.Command(
+    help="list, prune or remove the backups fix and uninstall took",
+    description="The backups `libdoctor fix` and `libdoctor uninstall` take before each "
+    "change, with their cost (own bytes, and bytes shared by hard link). The newest 5 "
+    "per target are kept after every successful change ($LIBDOCTOR_KEEP_BACKUPS or "
+    "--keep); a backup a restore still needs is never pruned.",
+    options=(
+        common.argument("action", nargs="?", default="list", choices=("list", "prune", "remove")),
+        common.argument("backup", nargs="?", metavar="ID", help="with remove: the backup"),
+        common.argument("--keep", type=int, metavar="N", help="with prune: how many to keep"),
+        common.argument("--force", action="store_true", help="remove one a restore needs"),
+        common.argument(
+            "--cache-dir", metavar="DIR", help="where backups live (default: user cache dir)"
+        ),
+        common.argument("--json", action="store_true", help="machine-readable output"),
+    ),
+)
 
 
 def run(args: argparse.Namespace) -> int:

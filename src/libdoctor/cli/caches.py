@@ -15,7 +15,7 @@ import argparse
 import os
 import shlex
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from libdoctor.cli import common
 
@@ -25,28 +25,8 @@ if TYPE_CHECKING:
     from libdoctor.stack.caches import CacheScan, Entry, Versions
 
 
-def register(sub: Any) -> None:
-    caches = sub.add_parser(
-        "caches",
-        help="compile caches (torch, triton, CUDA, bytecode): stale entries, and clearing them",
-        description="List the compile caches the target's tools use and judge each entry by "
-        "the versions it records; `caches clear` removes entries, backed up first.",
-    )
-    caches.add_argument(
-        "items",
-        nargs="*",
-        metavar="[clear] [NAME...] [TARGET]",
-        help="`clear`, then cache kinds to clear (default: every kind), then the target",
-    )
-    caches.add_argument("--python", metavar="PATH", help="the environment of this interpreter")
-    caches.add_argument(
-        "--env-file",
-        metavar="FILE",
-        help="KEY=VALUE lines: the variables the tools run with (TRITON_CACHE_DIR, ...), "
-        "over libdoctor's own",
-    )
-    common.add_output_options(caches)
-    group = caches.add_argument_group("clear")
+def _clear_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("clear")
     mode = group.add_mutually_exclusive_group()
     mode.add_argument("--stale", action="store_true", help="only stale entries (the default)")
     mode.add_argument("--all", action="store_true", help="every entry the layout recognises")
@@ -54,8 +34,31 @@ def register(sub: Any) -> None:
     group.add_argument("--dry-run", action="store_true", help="show what would be removed")
     group.add_argument("-y", "--yes", action="store_true", help="do not ask")
     group.add_argument("--cache-dir", metavar="DIR", help="where backups live")
-    caches.set_defaults(func=run)
-    common.intermix(caches)
+
+
+COMMAND = common.Command(
+    help="compile caches (torch, triton, CUDA, bytecode): stale entries, and clearing them",
+    description="List the compile caches the target's tools use and judge each entry by "
+    "the versions it records; `caches clear` removes entries, backed up first.",
+    options=(
+        common.argument(
+            "items",
+            nargs="*",
+            metavar="[clear] [NAME...] [TARGET]",
+            help="`clear`, then cache kinds to clear (default: every kind), then the target",
+        ),
+        common.argument("--python", metavar="PATH", help="the environment of this interpreter"),
+        common.argument(
+            "--env-file",
+            metavar="FILE",
+            help="KEY=VALUE lines: the variables the tools run with (TRITON_CACHE_DIR, ...), "
+            "over libdoctor's own",
+        ),
+        common.add_output_options,
+        _clear_options,
+    ),
+    intermixed=True,
+)
 
 
 def _environ(args: argparse.Namespace) -> Mapping[str, str]:

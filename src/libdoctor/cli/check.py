@@ -4,80 +4,79 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from libdoctor.cli import common
 from libdoctor.cli import progress as bar
 
 if TYPE_CHECKING:
+    from libdoctor import api
     from libdoctor.analysis.run import Report
     from libdoctor.analysis.tree import FailingImport
     from libdoctor.findings import Finding
 
 
-def register(sub: Any) -> None:
-    check = sub.add_parser(
-        "check",
-        help="check every installed distribution against the disk",
-        description="Check every installed distribution's files and native libraries. "
-        "Reads only; never imports or runs code from the target.",
-    )
-    common.add_target_options(check)
-    common.add_format_options(check, (*common.FORMATS, "sarif"))
-    common.add_filter_options(check)
-    common.add_deep_options(check, deep_help="also compare file hashes (parallel)")
-    check.add_argument(
-        "--workers", type=int, metavar="N", help="hashing workers (default: the usable cores)"
-    )
-    check.add_argument(
-        "--no-libraries", action="store_true", help="skip the native library (loader) checks"
-    )
-    bar.add_quiet_option(check)
-    check.set_defaults(func=run)
+COMMAND = common.Command(
+    help="check every installed distribution against the disk",
+    description="Check every installed distribution's files and native libraries. "
+    "Reads only; never imports or runs code from the target.",
+    options=(
+        common.add_target_options,
+        common.using(common.add_format_options, formats=(*common.FORMATS, "sarif")),
+        common.add_filter_options,
+        common.using(common.add_deep_options, deep_help="also compare file hashes (parallel)"),
+        common.argument(
+            "--workers",
+            type=int,
+            metavar="N",
+            help="hashing workers (default: the usable cores)",
+        ),
+        common.add_library_option,
+        bar.add_quiet_option,
+    ),
+)
 
 
 def run(args: argparse.Namespace) -> int:
     from libdoctor.api import check
 
     progress = bar.bytes_factory(args.deep and bar.wanted(args) and args.format == "text")
+    cache_dir = common.check_cache_dir(args)
+    target = common.discover_target(args)
     report = check(
-        common.discover_target(args),
+        target,
         args.deep,
         select=args.select,
         ignore=args.ignore,
         show_all=args.all,
         libraries=not args.no_libraries,
-        cache_dir=common.check_cache_dir(args),
+        cache_dir=cache_dir,
         workers=args.workers,
         progress=progress,
         reuse=args.html is None and args.format != "html",  # HTML draws from the model
     )
     common.keep_until_exit(report)
-    from libdoctor.report import check as check_report  # after the check's fork: the
-    from libdoctor.report.json import target_dict  # parent alone needs them
+    common.write_formats(args, renderers(args, report))
+    return common.exit_code(report.findings, args.fail_on)
+
+
+def renderers(args: argparse.Namespace, report: api.Report) -> dict[str, Callable[[], str]]:
+    """The report in each format ``--format`` and ``--html`` choose from, rendered only when
+    chosen."""
+    from libdoctor.document import target_dict  # after the check's fork: the
+    from libdoctor.report import check as check_report  # parent alone needs them
 
     run = report.run
     assert run is not None
-    shown = report.findings
-    common.write_formats(
-        args,
-        {
-            "text": lambda: check_report.render_text(
-                run, shown, color=common.use_color(args), verbose=args.verbose
-            ),
-            "json": lambda: check_report.render_json(run, shown, target_dict(report.target)),
-            "html": lambda: check_report.render_html(run, shown, failing_imports(args, run, shown)),
-            "sarif": lambda: sarif_report(shown, report.target.prefix),
-        },
-    )
-    return common.exit_code(shown, args.fail_on)
-
-
-def sarif_report(findings: Sequence[Finding], prefix: str) -> str:
-    from libdoctor.report import sarif  # only when chosen
-
-    return sarif.render(findings, prefix)
+    shown, diagnosis = report.findings, report.diagnosis
+    color = common.use_color(args)
+    return {
+        "text": lambda: check_report.render_text(run, diagnosis, color=color, verbose=args.verbose),
+        "json": lambda: check_report.render_json(run, diagnosis, target_dict(report.target)),
+        "html": lambda: check_report.render_html(run, diagnosis, failing_imports(args, run, shown)),
+        "sarif": lambda: common.sarif_report(shown, report.target.prefix),
+    }
 
 
 def failing_imports(

@@ -1,13 +1,16 @@
-"""What every subcommand shares: target and output options, exit codes, colour, output."""
+"""What every subcommand shares: how one is declared, target and output options, exit codes,
+colour, output."""
 
 from __future__ import annotations
 
 import argparse
 import codecs
+import functools
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from libdoctor.errors import LibdoctorError
 from libdoctor.findings import CODES, Finding, Severity
@@ -20,6 +23,65 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_ERROR = 2
+
+Options = Callable[[argparse.ArgumentParser], None]
+"""One step of a command's options: adds its arguments to the command's parser."""
+Run = Callable[[argparse.Namespace], int]
+"""What a command does with its parsed arguments: its exit code."""
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A subcommand, declared: its line in the parent's --help list (HELP), what heads its own
+    --help (DESCRIPTION), its OPTIONS in the order --help lists them, and whether its
+    positionals may follow options (INTERMIXED, see ``intermix``). Each command module holds
+    one as ``COMMAND``, and ``run(args) -> int``, what it does. A command with ACTIONS
+    (``plan uninstall``, ``guard status``) is their parent only: each action is run by the
+    same ``run``, which reads the action from ``args.<command>_action``."""
+
+    help: str
+    description: str
+    options: Sequence[Options] = ()
+    intermixed: bool = False
+    actions: Mapping[str, Command] = field(default_factory=dict)
+
+    def add_to(self, sub: Any, name: str, run: Run) -> None:
+        """Add this command as NAME to SUB (a parser's subparsers), run by RUN."""
+        parser = sub.add_parser(name, help=self.help, description=self.description)
+        for add in self.options:
+            add(parser)
+        if self.actions:
+            actions = parser.add_subparsers(dest=f"{name}_action", metavar="ACTION", required=True)
+            for action, command in self.actions.items():
+                command.add_to(actions, action, run)
+        else:
+            parser.set_defaults(func=run)
+        if self.intermixed:
+            intermix(parser)
+
+
+def argument(*flags: str, **how: Any) -> Options:
+    """One argument as a step of a command's options (``add_argument(*FLAGS, **HOW)``)."""
+
+    def add(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(*flags, **how)
+
+    return add
+
+
+def defaults(**values: Any) -> Options:
+    """Attributes the parsed arguments hold without an option that sets them."""
+
+    def add(parser: argparse.ArgumentParser) -> None:
+        parser.set_defaults(**values)
+
+    return add
+
+
+def using(add: Callable[..., None], **how: Any) -> Options:
+    """The shared options ADD, with these keyword arguments, as a step of a command's
+    options (``using(add_target_options, positional=False)``)."""
+    return functools.partial(add, **how)
 
 
 def codes(text: str) -> frozenset[str]:
@@ -132,9 +194,9 @@ def add_format_options(parser: argparse.ArgumentParser, formats: Sequence[str] =
 
 
 def write_formats(args: argparse.Namespace, render: Mapping[str, Callable[[], str]]) -> None:
-    """The report in ``--format`` on stdout, and with ``--html FILE`` its page in FILE; each
-    rendered only when asked for."""
-    if args.html is not None:
+    """The report in ``--format`` (or ``--json``) on stdout, and with ``--html FILE`` its page
+    in FILE; each rendered only when asked for."""
+    if getattr(args, "html", None) is not None:
         try:
             with open(args.html, "w", encoding="utf-8") as out:
                 out.write(render["html"]())
@@ -167,6 +229,32 @@ def system_packages(args: argparse.Namespace, target: Target) -> SystemPackages:
     from libdoctor.environment.ospackages import SystemPackages
 
     return SystemPackages(root=target.root, deep=args.deep)
+
+
+Answer = TypeVar("Answer")
+
+
+def ask_loader(
+    args: argparse.Namespace,
+    question: Callable[..., Answer],
+    subject: str,
+    *,
+    text: Callable[[Answer], str],
+    json: Callable[[Answer, dict[str, Any]], str],
+    ok: Callable[[Answer], bool],
+) -> int:
+    """``why`` and ``tree``: QUESTION (``explain_library``, ``dependency_tree``) asked of the
+    target's loader about SUBJECT, statically, with libraries outside the environment joined
+    to the system's packages; the answer written as TEXT or JSON; exit 0 when it is OK."""
+    from libdoctor.report.json import target_dict
+
+    target = discover_target(args)
+    packages = system_packages(args, target)
+    answer = question(target, subject, os.environ, os.getcwd(), packages=packages)
+    write_formats(
+        args, {"text": lambda: text(answer), "json": lambda: json(answer, target_dict(target))}
+    )
+    return EXIT_OK if ok(answer) else EXIT_FINDINGS
 
 
 def add_filter_options(parser: argparse.ArgumentParser) -> None:
@@ -263,20 +351,36 @@ def refuse_root(args: argparse.Namespace) -> None:
 
 
 def discover_target(args: argparse.Namespace) -> Target:
+    """The environment TARGET, ``--python`` and ``--root`` name (see ``discover``); every
+    check of the arguments comes before the disk is read."""
     from libdoctor.environment.target import discover, under_root
 
-    root = getattr(args, "image_root", None)
-    if root is None:
-        return discover(getattr(args, "target", None), args.python, os.environ)
     refuse_root(args)
-    if args.python is not None or getattr(args, "target", None) is None:
+    root = getattr(args, "image_root", None)
+    target = getattr(args, "target", None)
+    if root is None:
+        return discover(target, args.python, os.environ)
+    if args.python is not None or target is None:
         raise LibdoctorError("--root needs TARGET (the path inside the root), not --python")
-    return under_root(root, args.target)
+    return under_root(root, target)
 
 
 def exit_code(findings: Sequence[Finding], fail_on: str) -> int:
     threshold = Severity.parse(fail_on)
     return EXIT_FINDINGS if any(f.severity >= threshold for f in findings) else EXIT_OK
+
+
+def sarif_report(findings: Sequence[Finding], prefix: str, fallback: str | None = None) -> str:
+    """FINDINGS as SARIF (``report.sarif.render``), imported only when chosen."""
+    from libdoctor.report import sarif
+
+    return sarif.render(findings, prefix, fallback=fallback)
+
+
+def most_severe_first(findings: Sequence[Finding]) -> list[Finding]:
+    """FINDINGS from errors down to infos, each severity in the order found."""
+    order = {s: i for i, s in enumerate(sorted(Severity, reverse=True))}
+    return sorted(findings, key=lambda f: order[f.severity])
 
 
 # What the output's few non-ASCII marks become on a stream that cannot encode them

@@ -10,22 +10,18 @@ from __future__ import annotations
 import argparse
 import shlex
 from collections.abc import Iterator
-from typing import Any
 
 from libdoctor.cli import common
 
 SHELLS = ("bash", "zsh")
 
 
-def register(sub: Any) -> None:
-    parser = sub.add_parser(
-        "completion",
-        help="print a shell completion script (bash, zsh)",
-        description="Print a completion script for SHELL built from libdoctor's own parser: "
-        'source <(libdoctor completion bash), or eval "$(libdoctor completion zsh)".',
-    )
-    parser.add_argument("shell", choices=SHELLS)
-    parser.set_defaults(func=run)
+COMMAND = common.Command(
+    help="print a shell completion script (bash, zsh)",
+    description="Print a completion script for SHELL built from libdoctor's own parser: "
+    'source <(libdoctor completion bash), or eval "$(libdoctor completion zsh)".',
+    options=(common.argument("shell", choices=SHELLS),),
+)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,21 +15,20 @@ if TYPE_CHECKING:
     from libdoctor.analysis.snapshot import Snapshot
 
 
-def register(sub: Any) -> None:
-    parser = sub.add_parser(
-        "diff",
-        help="what changed between two snapshots or environments",
-        description="Compare A with B, each a snapshot file (.json or .json.gz) or a live "
-        "environment (a venv or prefix directory, or an interpreter), snapshotted in memory: "
-        "distributions added, removed, upgraded or downgraded; files whose bytes changed "
-        "under the same version; libraries that now resolve to another file or owner; "
-        "findings new or gone. Exit 0: no differences, 1: differences, 2: cannot run.",
-    )
-    parser.add_argument("a", metavar="A", help="the before: a snapshot file or an environment")
-    parser.add_argument("b", metavar="B", help="the after: a snapshot file or an environment")
-    common.add_format_options(parser)
-    add_snapshot_options(parser)
-    parser.set_defaults(func=run)
+COMMAND = common.Command(
+    help="what changed between two snapshots or environments",
+    description="Compare A with B, each a snapshot file (.json or .json.gz) or a live "
+    "environment (a venv or prefix directory, or an interpreter), snapshotted in memory: "
+    "distributions added, removed, upgraded or downgraded; files whose bytes changed "
+    "under the same version; libraries that now resolve to another file or owner; "
+    "findings new or gone. Exit 0: no differences, 1: differences, 2: cannot run.",
+    options=(
+        common.argument("a", metavar="A", help="the before: a snapshot file or an environment"),
+        common.argument("b", metavar="B", help="the after: a snapshot file or an environment"),
+        common.add_format_options,
+        add_snapshot_options,
+    ),
+)
 
 
 def load(text: str, args: argparse.Namespace) -> tuple[Snapshot, dict[str, Any]]:

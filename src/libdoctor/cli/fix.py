@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from libdoctor.cli import changes, common
 
@@ -27,26 +27,25 @@ if TYPE_CHECKING:
     from libdoctor.repair.run import RunResult
 
 
-def register(sub: Any) -> None:
-    fix = sub.add_parser(
-        "fix",
-        help="repair what check finds: reinstall damaged distributions, with backup and rollback",
-        description="Plan installer commands from the current findings (reinstall damaged "
-        "distributions at their installed versions with --no-deps), show them, run them with a "
-        "backup before each step and a rollback on any failure, then check again.",
-    )
-    common.add_target_options(fix)
-    common.add_output_options(fix)
-    common.add_library_option(fix)
-    fix.add_argument("--dry-run", action="store_true", help="show the plan, run nothing")
-    fix.add_argument("-y", "--yes", action="store_true", help="run without asking")
-    fix.add_argument(
-        "--remove-leftovers",
-        action="store_true",
-        help="also uninstall cuda-mixed-major leftovers when the plan proves it safe",
-    )
-    changes.add_installer_options(fix)
-    fix.set_defaults(func=run)
+COMMAND = common.Command(
+    help="repair what check finds: reinstall damaged distributions, with backup and rollback",
+    description="Plan installer commands from the current findings (reinstall damaged "
+    "distributions at their installed versions with --no-deps), show them, run them with a "
+    "backup before each step and a rollback on any failure, then check again.",
+    options=(
+        common.add_target_options,
+        common.add_output_options,
+        common.add_library_option,
+        common.argument("--dry-run", action="store_true", help="show the plan, run nothing"),
+        common.argument("-y", "--yes", action="store_true", help="run without asking"),
+        common.argument(
+            "--remove-leftovers",
+            action="store_true",
+            help="also uninstall cuda-mixed-major leftovers when the plan proves it safe",
+        ),
+        changes.add_installer_options,
+    ),
+)
 
 
 def run(args: argparse.Namespace) -> int:

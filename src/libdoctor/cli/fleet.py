@@ -11,22 +11,8 @@ from libdoctor.cli import progress as bar
 from libdoctor.errors import LibdoctorError
 
 
-def register(sub: Any) -> None:
-    parser = sub.add_parser(
-        "fleet",
-        help="which machines' environments differ from the others",
-        description="Take a snapshot on every node (Ray: one task per alive node; Slurm: one "
-        "srun task per node of the allocation) or read snapshot files, and diff each node "
-        "against the reference (the majority, or --reference). Alike nodes share one line. "
-        "Exit 0: every node matches; 1: some node differs or sent nothing; 2: cannot run.",
-    )
-    parser.add_argument(
-        "items",
-        nargs="*",
-        metavar="SNAPSHOT|TARGET",
-        help="snapshot files; with --ray or --slurm, the environment to snapshot on each node "
-        "(default: the node's $VIRTUAL_ENV, else the interpreter that runs libdoctor there)",
-    )
+def _engine_options(parser: argparse.ArgumentParser) -> None:
+    """Where the snapshots come from, when not from files: Ray or Slurm, one of them."""
     engine = parser.add_mutually_exclusive_group()
     engine.add_argument(
         "--ray",
@@ -40,17 +26,37 @@ def register(sub: Any) -> None:
         action="store_true",
         help="run `srun --ntasks-per-node=1` over the allocation; srun options after --",
     )
-    parser.add_argument(
-        "--shared-dir",
-        metavar="DIR",
-        help="with --slurm: nodes write their snapshots to a new directory in DIR (a file "
-        "system every node sees) instead of stdout",
-    )
-    parser.add_argument("--reference", metavar="NODE", help="compare with this node")
-    parser.add_argument("--deep", action="store_true", help="record and compare file digests")
-    common.add_format_options(parser)
-    bar.add_quiet_option(parser)
-    parser.set_defaults(func=run, passthrough=[])
+
+
+COMMAND = common.Command(
+    help="which machines' environments differ from the others",
+    description="Take a snapshot on every node (Ray: one task per alive node; Slurm: one "
+    "srun task per node of the allocation) or read snapshot files, and diff each node "
+    "against the reference (the majority, or --reference). Alike nodes share one line. "
+    "Exit 0: every node matches; 1: some node differs or sent nothing; 2: cannot run.",
+    options=(
+        common.argument(
+            "items",
+            nargs="*",
+            metavar="SNAPSHOT|TARGET",
+            help="snapshot files; with --ray or --slurm, the environment to snapshot on each "
+            "node (default: the node's $VIRTUAL_ENV, else the interpreter that runs "
+            "libdoctor there)",
+        ),
+        _engine_options,
+        common.argument(
+            "--shared-dir",
+            metavar="DIR",
+            help="with --slurm: nodes write their snapshots to a new directory in DIR (a "
+            "file system every node sees) instead of stdout",
+        ),
+        common.argument("--reference", metavar="NODE", help="compare with this node"),
+        common.argument("--deep", action="store_true", help="record and compare file digests"),
+        common.add_format_options,
+        bar.add_quiet_option,
+        common.defaults(passthrough=[]),
+    ),
+)
 
 
 def _looks_like_address(text: str) -> bool:

@@ -23,33 +23,43 @@ if TYPE_CHECKING:
     from libdoctor.repair.guard import GuardStatus
 
 
-def register(sub: Any) -> None:
-    guard = sub.add_parser(
-        "guard",
-        help="stop pip and uv before they break an environment",
-        description="Put small pip, pip3, pip3.X and uv wrappers first in the environment's "
-        "bin/ (the originals kept beside them): `pip install`, `pip uninstall`, `uv pip "
-        "install` and `uv pip uninstall` aimed at it are planned by libdoctor first and "
-        "refused when they would break it. LIBDOCTOR_GUARD=off, or --force on their command "
-        "line, goes straight through; every other command goes through untouched.",
-    )
-    actions = guard.add_subparsers(dest="guard_action", metavar="ACTION", required=True)
-    helps = {
-        "install": "put the wrappers in place (again, for any a pip upgrade replaced)",
-        "remove": "put the originals back: the environment as it was before",
-        "status": "what is in place, and whether something replaced a wrapper",
-        "shell": "print shell functions to eval instead (nothing is written)",
-    }
-    for name, text in helps.items():
-        action = actions.add_parser(name, help=text, description=text)
-        if name != "shell":
-            common.add_target_options(action)
-        action.add_argument("--json", action="store_true", help="machine-readable output")
-        if name == "install":
-            action.add_argument(
+_AS_JSON = common.argument("--json", action="store_true", help="machine-readable output")
+
+
+def _action(text: str, *options: common.Options) -> common.Command:
+    """An action of ``guard``: TEXT is both its help line and its description."""
+    return common.Command(help=text, description=text, options=options)
+
+
+COMMAND = common.Command(
+    help="stop pip and uv before they break an environment",
+    description="Put small pip, pip3, pip3.X and uv wrappers first in the environment's "
+    "bin/ (the originals kept beside them): `pip install`, `pip uninstall`, `uv pip "
+    "install` and `uv pip uninstall` aimed at it are planned by libdoctor first and "
+    "refused when they would break it. LIBDOCTOR_GUARD=off, or --force on their command "
+    "line, goes straight through; every other command goes through untouched.",
+    actions={
+        "install": _action(
+            "put the wrappers in place (again, for any a pip upgrade replaced)",
+            common.add_target_options,
+            _AS_JSON,
+            common.argument(
                 "--eval", action="store_true", help="print shell functions instead (as shell)"
-            )
-        action.set_defaults(func=run)
+            ),
+        ),
+        "remove": _action(
+            "put the originals back: the environment as it was before",
+            common.add_target_options,
+            _AS_JSON,
+        ),
+        "status": _action(
+            "what is in place, and whether something replaced a wrapper",
+            common.add_target_options,
+            _AS_JSON,
+        ),
+        "shell": _action("print shell functions to eval instead (nothing is written)", _AS_JSON),
+    },
+)
 
 
 def _libdoctor() -> tuple[str, str]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from libdoctor.cli import changes, common
 from libdoctor.cli.plan import add_request_options, request_and_target, resolve_request
@@ -27,27 +27,26 @@ if TYPE_CHECKING:
     from libdoctor.whatif.plan import Step
 
 
-def register(sub: Any) -> None:
-    install = sub.add_parser(
-        "install",
-        help="pip install, refused when it would break the environment",
-        description="Install wheel files or requirements with the environment's own installer, "
-        "after planning it as `plan install` does: refused when the plan shows it overwrites "
-        "another distribution's files with other bytes or breaks anything else, unless "
-        "--repair (also reinstall the damaged co-owners) or --force. TARGET, if given, is the "
-        "last argument. Backed up and rolled back on failure.",
-    )
-    install.add_argument("items", nargs="*", metavar="WHEEL|REQ... [TARGET]")
-    changes.add_guarded_options(
-        install,
-        verb="install",
-        repair_help="then reinstall the distributions whose files the install overwrites or "
-        "deletes",
-    )
-    add_request_options(install)
-    changes.add_installer_options(install)
-    install.set_defaults(func=run)
-    common.intermix(install)
+COMMAND = common.Command(
+    help="pip install, refused when it would break the environment",
+    description="Install wheel files or requirements with the environment's own installer, "
+    "after planning it as `plan install` does: refused when the plan shows it overwrites "
+    "another distribution's files with other bytes or breaks anything else, unless "
+    "--repair (also reinstall the damaged co-owners) or --force. TARGET, if given, is the "
+    "last argument. Backed up and rolled back on failure.",
+    options=(
+        common.argument("items", nargs="*", metavar="WHEEL|REQ... [TARGET]"),
+        common.using(
+            changes.add_guarded_options,
+            verb="install",
+            repair_help="then reinstall the distributions whose files the install "
+            "overwrites or deletes",
+        ),
+        add_request_options,
+        changes.add_installer_options,
+    ),
+    intermixed=True,
+)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,7 +18,8 @@ from libdoctor.cli.common import EXIT_ERROR, degrade_streams
 from libdoctor.errors import LibdoctorError
 from libdoctor.version import __version__
 
-# Subcommand modules under libdoctor.cli, in the order --help lists them.
+# Subcommand modules under libdoctor.cli, in the order --help lists them: each declares its
+# command as ``COMMAND`` (a ``common.Command``) and runs it with ``run(args) -> int``.
 COMMANDS = (
     "check",
     "why",
@@ -85,7 +86,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"libdoctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS if only is None else (only,):
-        import_module(f"libdoctor.cli.{name}").register(sub)
+        module = import_module(f"libdoctor.cli.{name}")
+        module.COMMAND.add_to(sub, name, module.run)
     return parser
 
 

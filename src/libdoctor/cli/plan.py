@@ -11,10 +11,11 @@ import functools
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from libdoctor.cli import changes, common
 from libdoctor.cli import progress as bar
+from libdoctor.cli.verify import add_sync_options, sync_options
 
 if TYPE_CHECKING:
     from libdoctor.environment.target import Target
@@ -22,98 +23,114 @@ if TYPE_CHECKING:
     from libdoctor.whatif.request import InstallRequest, PlannedInstall
 
 
-def register(sub: Any) -> None:
-    plan = sub.add_parser(
-        "plan",
-        help="predict what an uninstall or install would break, before it happens",
-        description="Predict what `pip uninstall` or `pip install` would do to the environment: "
-        "the files it deletes or overwrites, who else owns them, and what every check would "
-        "report afterwards. Never writes to the target.",
+def add_request_options(parser: argparse.ArgumentParser) -> None:
+    """pip's ``-r`` and ``-c``: passed to the resolve and to the install as they are."""
+    parser.add_argument(
+        "-r", "--requirement", action="append", default=[], metavar="FILE", help="as pip's"
     )
-    actions = plan.add_subparsers(dest="plan_action", metavar="ACTION", required=True)
-    uninstall = actions.add_parser(
-        "uninstall",
-        help="what `pip uninstall NAME...` would break",
-        description="What `pip uninstall NAME...` would delete and break, and the sequence "
-        "that makes it safe when one exists. TARGET, if given, is the last argument.",
+    parser.add_argument(
+        "-c", "--constraint", action="append", default=[], metavar="FILE", help="as pip's"
     )
-    uninstall.add_argument("items", nargs="+", metavar="NAME... [TARGET]")
-    install = actions.add_parser(
-        "install",
-        help="what `pip install WHEEL|REQ...` would overwrite and break",
-        description="What `pip install` of wheel files or requirements would overwrite and "
-        "break. Requirements are resolved by the target's own pip (--dry-run --report) and "
-        "their wheels' file lists read by HTTP range requests (the central directory, METADATA "
-        "and RECORD, never the whole wheel), kept in the user cache. TARGET, if given, is the "
-        "last argument.",
-    )
-    install.add_argument("items", nargs="*", metavar="WHEEL|REQ... [TARGET]")
-    for parser in (uninstall, install):
-        common.add_target_options(parser, positional=False)
-        common.add_output_options(parser, sarif=True)
-        common.add_library_option(parser)
-    changes.add_installer_options(install, hooks=False)
-    add_request_options(install)
-    uninstall.set_defaults(func=run_uninstall)
-    install.set_defaults(func=run_install)
-    for parser in (uninstall, install):
-        common.intermix(parser)
-    _register_lock(actions)
 
 
-def _register_lock(actions: Any) -> None:
-    from libdoctor.cli.verify import add_sync_options
+_PREDICTED = (
+    common.using(common.add_target_options, positional=False),
+    common.using(common.add_output_options, sarif=True),
+    common.add_library_option,
+)
 
-    lock = actions.add_parser(
-        "lock",
-        help="what installing a lock file would do, before any environment exists",
-        description="Plan a lock file (pylock.toml, uv.lock, or a requirements file of pins) "
-        "for a Python and platform: the wheel the installer would choose for each package, "
-        "read by HTTP range requests (file list and RECORD, never the body), then two wheels "
-        "installing one path, CUDA wheels of another major than the framework's, and "
-        "requirements the lock does not hold. Exit 0 clean, 1 findings, 2 cannot plan.",
-    )
-    lock.add_argument(
-        "lock_files", nargs="+", metavar="FILE",
-        help="pylock.toml, uv.lock or requirements (several: text output, each in turn)",
-    )  # fmt: skip
-    lock.add_argument(
-        "--python",
-        dest="plan_python",
-        metavar="X.Y[.Z]",
-        help="the CPython to plan for; X.Y is X.Y.0 for python_full_version markers, as uv "
-        "takes --python-version X.Y (default: the one running libdoctor)",
-    )
-    lock.add_argument(
-        "--platform",
-        metavar="TAG",
-        help="a wheel platform tag (manylinux_2_28_x86_64, musllinux_1_2_aarch64, "
-        "macosx_14_0_arm64, win_amd64; default: this machine)",
-    )
-    lock.add_argument(
-        "--index-url",
-        metavar="URL",
-        help="where a requirements lock's pins are found (default: "
-        "$PIP_INDEX_URL, else https://pypi.org/simple)",
-    )
-    lock.add_argument(
-        "--offline",
-        action="store_true",
-        help="answer from the wheel-index cache only; name what it lacks",
-    )
-    lock.add_argument(
-        "--cache-dir", metavar="DIR", help="the wheel-index cache (default: user cache dir)"
-    )
-    lock.add_argument(
-        "--allow-include",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="a requirements lock's -r files may also come from DIR",
-    )
-    add_sync_options(lock)
-    common.add_output_options(lock, sarif=True)
-    lock.set_defaults(func=run_lock)  # fmt: skip
+COMMAND = common.Command(
+    help="predict what an uninstall or install would break, before it happens",
+    description="Predict what `pip uninstall` or `pip install` would do to the environment: "
+    "the files it deletes or overwrites, who else owns them, and what every check would "
+    "report afterwards. Never writes to the target.",
+    actions={
+        "uninstall": common.Command(
+            help="what `pip uninstall NAME...` would break",
+            description="What `pip uninstall NAME...` would delete and break, and the sequence "
+            "that makes it safe when one exists. TARGET, if given, is the last argument.",
+            options=(common.argument("items", nargs="+", metavar="NAME... [TARGET]"), *_PREDICTED),
+            intermixed=True,
+        ),
+        "install": common.Command(
+            help="what `pip install WHEEL|REQ...` would overwrite and break",
+            description="What `pip install` of wheel files or requirements would overwrite and "
+            "break. Requirements are resolved by the target's own pip (--dry-run --report) and "
+            "their wheels' file lists read by HTTP range requests (the central directory, "
+            "METADATA and RECORD, never the whole wheel), kept in the user cache. TARGET, if "
+            "given, is the last argument.",
+            options=(
+                common.argument("items", nargs="*", metavar="WHEEL|REQ... [TARGET]"),
+                *_PREDICTED,
+                common.using(changes.add_installer_options, hooks=False),
+                add_request_options,
+            ),
+            intermixed=True,
+        ),
+        "lock": common.Command(
+            help="what installing a lock file would do, before any environment exists",
+            description="Plan a lock file (pylock.toml, uv.lock, or a requirements file of "
+            "pins) for a Python and platform: the wheel the installer would choose for each "
+            "package, read by HTTP range requests (file list and RECORD, never the body), then "
+            "two wheels installing one path, CUDA wheels of another major than the framework's, "
+            "and requirements the lock does not hold. Exit 0 clean, 1 findings, 2 cannot plan.",
+            options=(
+                common.argument(
+                    "lock_files",
+                    nargs="+",
+                    metavar="FILE",
+                    help="pylock.toml, uv.lock or requirements (several: text output, each in "
+                    "turn)",
+                ),
+                common.argument(
+                    "--python",
+                    dest="plan_python",
+                    metavar="X.Y[.Z]",
+                    help="the CPython to plan for; X.Y is X.Y.0 for python_full_version "
+                    "markers, as uv takes --python-version X.Y (default: the one running "
+                    "libdoctor)",
+                ),
+                common.argument(
+                    "--platform",
+                    metavar="TAG",
+                    help="a wheel platform tag (manylinux_2_28_x86_64, musllinux_1_2_aarch64, "
+                    "macosx_14_0_arm64, win_amd64; default: this machine)",
+                ),
+                common.argument(
+                    "--index-url",
+                    metavar="URL",
+                    help="where a requirements lock's pins are found (default: "
+                    "$PIP_INDEX_URL, else https://pypi.org/simple)",
+                ),
+                common.argument(
+                    "--offline",
+                    action="store_true",
+                    help="answer from the wheel-index cache only; name what it lacks",
+                ),
+                common.argument(
+                    "--cache-dir",
+                    metavar="DIR",
+                    help="the wheel-index cache (default: user cache dir)",
+                ),
+                common.argument(
+                    "--allow-include",
+                    action="append",
+                    default=[],
+                    metavar="DIR",
+                    help="a requirements lock's -r files may also come from DIR",
+                ),
+                add_sync_options,
+                common.using(common.add_output_options, sarif=True),
+            ),
+        ),
+    },
+)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The action's own run: ``run_uninstall``, ``run_install`` or ``run_lock``."""
+    runs = {"uninstall": run_uninstall, "install": run_install, "lock": run_lock}
+    return runs[args.plan_action](args)
 
 
 def run_lock(args: argparse.Namespace) -> int:
@@ -126,11 +143,9 @@ def run_lock(args: argparse.Namespace) -> int:
 
 
 def _run_one_lock(args: argparse.Namespace, path: str) -> int:
-    from libdoctor.cli.verify import sync_options
     from libdoctor.environment.index import PYPI
     from libdoctor.environment.lockfile import package_lines
     from libdoctor.environment.tags import planned
-    from libdoctor.findings import Severity
     from libdoctor.report import coinstall
     from libdoctor.whatif.lock import LockPlanOptions, plan_lock
 
@@ -141,16 +156,20 @@ def _run_one_lock(args: argparse.Namespace, path: str) -> int:
     )  # fmt: skip
     platform = planned(args.plan_python, args.platform)
     plan = plan_lock(path, platform, options, sync_options(args), args.allow_include)
-    order = {s: i for i, s in enumerate(sorted(Severity, reverse=True))}
-    findings = sorted(plan.findings, key=lambda f: order[f.severity])
-    if args.format == "sarif":
-        lines = package_lines(plan.lock)
-        common.write(coinstall.render_sarif(plan, findings, lines, os.getcwd()))
-    elif args.json:
-        common.write(coinstall.render_json(plan, findings))
-    else:
-        color = common.use_color(args)
-        common.write(coinstall.render_text(plan, findings, color=color, verbose=args.verbose))
+    findings = common.most_severe_first(plan.findings)
+    color = common.use_color(args)
+    common.write_formats(
+        args,
+        {
+            "text": lambda: coinstall.render_text(
+                plan, findings, color=color, verbose=args.verbose
+            ),
+            "json": lambda: coinstall.render_json(plan, findings),
+            "sarif": lambda: coinstall.render_sarif(
+                plan, findings, package_lines(plan.lock), os.getcwd()
+            ),
+        },
+    )
     return common.exit_code(findings, "warning")
 
 
@@ -192,16 +211,6 @@ def resolve_request(
         progress=functools.partial(
             bar.counter, bar.wanted(args) and not args.json, "reading wheel indexes", unit="wheels"
         ),
-    )
-
-
-def add_request_options(parser: argparse.ArgumentParser) -> None:
-    """pip's ``-r`` and ``-c``: passed to the resolve and to the install as they are."""
-    parser.add_argument(
-        "-r", "--requirement", action="append", default=[], metavar="FILE", help="as pip's"
-    )
-    parser.add_argument(
-        "-c", "--constraint", action="append", default=[], metavar="FILE", help="as pip's"
     )
 
 

@@ -7,7 +7,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from libdoctor.cli import common
 from libdoctor.errors import LibdoctorError
@@ -18,33 +18,35 @@ if TYPE_CHECKING:
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
-def register(sub: Any) -> None:
-    parser = sub.add_parser(
-        "probe",
-        help="import modules in the target and report what is really loaded (RUNS its code)",
-        description="Import each MODULE (default: the frameworks found in the environment) in "
-        "a subprocess of the target's interpreter, read that process's /proc/self/maps and "
-        "report every loaded shared object with its owner and whether its bytes match the "
-        "owner's RECORD. Unlike every other command, this RUNS code from the target. "
-        "TARGET is the last argument when it contains a '/', is not a module name, or is a "
-        "directory holding an environment (pyvenv.cfg or conda-meta).",
-    )
-    parser.add_argument(
-        "names", nargs="*", metavar="MODULE|TARGET", help="modules to import, then the target"
-    )
-    common.add_target_options(parser, positional=False)
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=120.0,
-        metavar="SECONDS",
-        help="per import; the import's process group is killed after it (default: 120)",
-    )
-    parser.add_argument("--deep", action="store_true", help="compare loaded files by hash too")
-    common.add_output_options(parser)
-    common.add_filter_options(parser)
-    parser.set_defaults(func=run)
-    common.intermix(parser)
+COMMAND = common.Command(
+    help="import modules in the target and report what is really loaded (RUNS its code)",
+    description="Import each MODULE (default: the frameworks found in the environment) in "
+    "a subprocess of the target's interpreter, read that process's /proc/self/maps and "
+    "report every loaded shared object with its owner and whether its bytes match the "
+    "owner's RECORD. Unlike every other command, this RUNS code from the target. "
+    "TARGET is the last argument when it contains a '/', is not a module name, or is a "
+    "directory holding an environment (pyvenv.cfg or conda-meta).",
+    options=(
+        common.argument(
+            "names",
+            nargs="*",
+            metavar="MODULE|TARGET",
+            help="modules to import, then the target",
+        ),
+        common.using(common.add_target_options, positional=False),
+        common.argument(
+            "--timeout",
+            type=float,
+            default=120.0,
+            metavar="SECONDS",
+            help="per import; the import's process group is killed after it (default: 120)",
+        ),
+        common.argument("--deep", action="store_true", help="compare loaded files by hash too"),
+        common.add_output_options,
+        common.add_filter_options,
+    ),
+    intermixed=True,
+)
 
 
 def _is_env_dir(name: str) -> bool:
@@ -70,7 +72,6 @@ def split_names(names: Sequence[str]) -> tuple[list[str], str | None]:
 
 def run(args: argparse.Namespace) -> int:
     from libdoctor.analysis.run import filter_findings
-    from libdoctor.environment.target import discover
     from libdoctor.probe.run import run_probe
     from libdoctor.report import probe as probe_report
     from libdoctor.report.json import target_dict
@@ -78,9 +79,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.timeout <= 0:
         raise LibdoctorError("--timeout must be positive")
-    modules, target_arg = split_names(args.names)
-    common.refuse_root(args)
-    target = discover(target_arg, args.python, os.environ)
+    modules, args.target = split_names(args.names)
+    target = common.discover_target(args)
 
     def starting(chosen: Sequence[str], python: str) -> None:
         print(inert(probe_report.start_notice(chosen, python, args.timeout)), file=sys.stderr)
@@ -100,9 +100,14 @@ def run(args: argparse.Namespace) -> int:
         finished=finished,
     )
     shown = filter_findings(result.findings, args.select, args.ignore, args.all)
-    if args.json:
-        common.write(probe_report.render_json(result, shown, target_dict(target)))
-    else:
-        color = common.use_color(args)
-        common.write(probe_report.render_text(result, shown, verbose=args.verbose, color=color))
+    color = common.use_color(args)
+    common.write_formats(
+        args,
+        {
+            "text": lambda: probe_report.render_text(
+                result, shown, verbose=args.verbose, color=color
+            ),
+            "json": lambda: probe_report.render_json(result, shown, target_dict(target)),
+        },
+    )
     return common.exit_code(shown, args.fail_on)

@@ -14,35 +14,32 @@ but some paths differ from the backup; 2 libdoctor could not run.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from libdoctor.cli import changes, common
 
-
-def register(sub: Any) -> None:
-    restore = sub.add_parser(
-        "restore",
-        help="put back the state a backup of fix or uninstall saved",
-        description="Restore a backup taken by `libdoctor fix` or `libdoctor uninstall`: "
-        "what the run created is removed, saved files are put back with their mode, owner and "
-        "mtime, what something else changed is left alone; then the result is verified. "
-        "Without BACKUP, the latest interrupted repair.",
-    )
-    restore.add_argument("backup", nargs="?", metavar="BACKUP", help="backup id or directory")
-    restore.add_argument("--list", action="store_true", help="list the backups and exit")
-    restore.add_argument("--dry-run", action="store_true", help="show what would change")
-    restore.add_argument(
-        "-y",
-        "--yes",
-        action="store_true",
-        help="restore even over changes someone made to the run's paths after it ended",
-    )
-    restore.add_argument(
-        "--cache-dir", metavar="DIR", help="where backups live (default: user cache dir)"
-    )
-    restore.add_argument("--json", action="store_true", help="machine-readable output")
-    restore.add_argument("-v", "--verbose", action="store_true", help="list every path")
-    restore.set_defaults(func=run)
+COMMAND = common.Command(
+    help="put back the state a backup of fix or uninstall saved",
+    description="Restore a backup taken by `libdoctor fix` or `libdoctor uninstall`: "
+    "what the run created is removed, saved files are put back with their mode, owner and "
+    "mtime, what something else changed is left alone; then the result is verified. "
+    "Without BACKUP, the latest interrupted repair.",
+    options=(
+        common.argument("backup", nargs="?", metavar="BACKUP", help="backup id or directory"),
+        common.argument("--list", action="store_true", help="list the backups and exit"),
+        common.argument("--dry-run", action="store_true", help="show what would change"),
+        common.argument(
+            "-y",
+            "--yes",
+            action="store_true",
+            help="restore even over changes someone made to the run's paths after it ended",
+        ),
+        common.argument(
+            "--cache-dir", metavar="DIR", help="where backups live (default: user cache dir)"
+        ),
+        common.argument("--json", action="store_true", help="machine-readable output"),
+        common.argument("-v", "--verbose", action="store_true", help="list every path"),
+    ),
+)
 
 
 def run(args: argparse.Namespace) -> int:

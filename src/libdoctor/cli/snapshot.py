@@ -5,35 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
 
 from libdoctor.cli import common
 from libdoctor.cli import progress as bar
-
-
-def register(sub: Any) -> None:
-    parser = sub.add_parser(
-        "snapshot",
-        help="record an environment's distributions, files, libraries and findings",
-        description="Write a compact, versioned JSON record of an environment (the same "
-        "environment gives the same bytes), for `libdoctor diff` and `libdoctor fleet`. "
-        "Reads only.",
-    )
-    common.add_target_options(parser)
-    parser.add_argument(
-        "-o",
-        "--output",
-        metavar="FILE",
-        help="write here instead of stdout (gzip when it ends in .gz; {node} is replaced by "
-        "the machine's name: $SLURMD_NODENAME, else the host name)",
-    )
-    add_snapshot_options(parser)
-    parser.add_argument(
-        "--framed",
-        action="store_true",
-        help="write it gzip'd and framed on stdout, for `fleet --slurm` to collect",
-    )
-    parser.set_defaults(func=run)
 
 
 def add_snapshot_options(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +21,30 @@ def add_snapshot_options(parser: argparse.ArgumentParser) -> None:
         "--no-cache", action="store_true", help="neither read nor write the hash cache"
     )
     bar.add_quiet_option(parser)
+
+
+COMMAND = common.Command(
+    help="record an environment's distributions, files, libraries and findings",
+    description="Write a compact, versioned JSON record of an environment (the same "
+    "environment gives the same bytes), for `libdoctor diff` and `libdoctor fleet`. "
+    "Reads only.",
+    options=(
+        common.add_target_options,
+        common.argument(
+            "-o",
+            "--output",
+            metavar="FILE",
+            help="write here instead of stdout (gzip when it ends in .gz; {node} is replaced "
+            "by the machine's name: $SLURMD_NODENAME, else the host name)",
+        ),
+        add_snapshot_options,
+        common.argument(
+            "--framed",
+            action="store_true",
+            help="write it gzip'd and framed on stdout, for `fleet --slurm` to collect",
+        ),
+    ),
+)
 
 
 def cache_dir(args: argparse.Namespace) -> str | None:

@@ -16,29 +16,26 @@ rolled back.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from libdoctor.cli import changes, common
 
-
-def register(sub: Any) -> None:
-    uninstall = sub.add_parser(
-        "uninstall",
-        help="pip uninstall, refused when it would break another distribution",
-        description="Uninstall distributions with the environment's own installer, after "
-        "planning it: refused when the plan shows it breaks something, unless --repair "
-        "(also reinstall the damaged co-owners) or --force. TARGET, if given, is the last "
-        "argument. Backed up and rolled back on failure.",
-    )
-    uninstall.add_argument("items", nargs="+", metavar="NAME... [TARGET]")
-    changes.add_guarded_options(
-        uninstall,
-        verb="uninstall",
-        repair_help="then reinstall the co-owners whose files the uninstall deletes",
-    )
-    changes.add_installer_options(uninstall)
-    uninstall.set_defaults(func=run)
-    common.intermix(uninstall)
+COMMAND = common.Command(
+    help="pip uninstall, refused when it would break another distribution",
+    description="Uninstall distributions with the environment's own installer, after "
+    "planning it: refused when the plan shows it breaks something, unless --repair "
+    "(also reinstall the damaged co-owners) or --force. TARGET, if given, is the last "
+    "argument. Backed up and rolled back on failure.",
+    options=(
+        common.argument("items", nargs="+", metavar="NAME... [TARGET]"),
+        common.using(
+            changes.add_guarded_options,
+            verb="uninstall",
+            repair_help="then reinstall the co-owners whose files the uninstall deletes",
+        ),
+        changes.add_installer_options,
+    ),
+    intermixed=True,
+)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,36 +18,6 @@ if TYPE_CHECKING:
     from libdoctor.environment.lockselect import SyncOptions
 
 
-def register(sub: Any) -> None:
-    verify = sub.add_parser(
-        "verify",
-        help="is the environment still its lock file? (pylock.toml, uv.lock, requirements)",
-        description="Compare the environment with a lock file: missing, extra and other-version "
-        "packages, packages installed from another file than the lock's, and locked packages "
-        "whose files changed. Reads only.",
-    )
-    verify.add_argument(
-        "--lock",
-        required=True,
-        metavar="FILE",
-        help="pylock.toml (PEP 751), uv.lock, or a requirements file of pins (- reads stdin)",
-    )
-    verify.add_argument(
-        "--allow-include",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="a requirements lock's -r files may also come from DIR (default: the lock's own "
-        "directory tree only)",
-    )
-    add_sync_options(verify)
-    common.add_target_options(verify)
-    common.add_output_options(verify, sarif=True)
-    common.add_deep_options(verify, deep_help="also compare file hashes with RECORD")
-    bar.add_quiet_option(verify)
-    verify.set_defaults(func=run)
-
-
 def add_sync_options(parser: Any) -> None:
     """``uv sync``'s selection flags, so the user passes the ones they synced with."""
     sync = parser.add_argument_group(
@@ -85,6 +55,35 @@ def add_sync_options(parser: Any) -> None:
     )
 
 
+COMMAND = common.Command(
+    help="is the environment still its lock file? (pylock.toml, uv.lock, requirements)",
+    description="Compare the environment with a lock file: missing, extra and other-version "
+    "packages, packages installed from another file than the lock's, and locked packages "
+    "whose files changed. Reads only.",
+    options=(
+        common.argument(
+            "--lock",
+            required=True,
+            metavar="FILE",
+            help="pylock.toml (PEP 751), uv.lock, or a requirements file of pins (- reads stdin)",
+        ),
+        common.argument(
+            "--allow-include",
+            action="append",
+            default=[],
+            metavar="DIR",
+            help="a requirements lock's -r files may also come from DIR (default: the lock's "
+            "own directory tree only)",
+        ),
+        add_sync_options,
+        common.add_target_options,
+        common.using(common.add_output_options, sarif=True),
+        common.using(common.add_deep_options, deep_help="also compare file hashes with RECORD"),
+        bar.add_quiet_option,
+    ),
+)
+
+
 def sync_options(args: argparse.Namespace) -> SyncOptions:
     from libdoctor.environment.lockselect import SyncOptions
 
@@ -110,29 +109,27 @@ def sync_options(args: argparse.Namespace) -> SyncOptions:
 def run(args: argparse.Namespace) -> int:
     from libdoctor.analysis.lock import verify_lock
     from libdoctor.analysis.run import CheckOptions
-    from libdoctor.findings import Severity
     from libdoctor.report import lock as lock_report
     from libdoctor.report.json import target_dict
 
-    target = common.discover_target(args)
     options = CheckOptions(deep=args.deep, cache_dir=common.hash_cache_dir(args))
     progress = bar.bytes_factory(args.deep and bar.wanted(args) and args.format == "text")
+    target = common.discover_target(args)
     report = verify_lock(
         target, args.lock, options, progress, sync_options(args), args.allow_include
     )
-    order = {s: i for i, s in enumerate(sorted(Severity, reverse=True))}
-    findings = sorted(report.check.findings, key=lambda f: order[f.severity])
-    if args.format == "sarif":
-        from libdoctor.report import sarif
-
-        common.write(
-            sarif.render(findings, target.prefix, fallback=os.path.abspath(report.lock.path))
-        )
-    elif args.json:
-        common.write(lock_report.render_json(report, findings, target_dict(target)))
-    else:
-        text = lock_report.render_text(
-            report, findings, color=common.use_color(args), verbose=args.verbose
-        )
-        common.write(text)
+    findings = common.most_severe_first(report.check.findings)
+    color = common.use_color(args)
+    common.write_formats(
+        args,
+        {
+            "text": lambda: lock_report.render_text(
+                report, findings, color=color, verbose=args.verbose
+            ),
+            "json": lambda: lock_report.render_json(report, findings, target_dict(target)),
+            "sarif": lambda: common.sarif_report(
+                findings, target.prefix, fallback=os.path.abspath(report.lock.path)
+            ),
+        },
+    )
     return common.exit_code(findings, "warning")

@@ -1,25 +1,28 @@
 """``check``'s findings by root cause: a cause of several findings is one block (what
 fails, what was lost, one command); a cause of one finding reads as that finding. The
-verbose form lists every finding with every path instead."""
+verbose form lists every finding with every path instead. The causes come grouped
+(``analysis.shown.Diagnosis``): this lays them out."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from libdoctor.analysis.causes import Cause, combined_fix, group_causes
 from libdoctor.environment.paths import display
 from libdoctor.findings import Finding, Severity
-from libdoctor.report.json import fix_dict
 from libdoctor.report.text import MARK, STYLE, TITLE, Line, finding_lines, summary_line
+
+if TYPE_CHECKING:
+    from libdoctor.analysis.causes import Cause
+    from libdoctor.analysis.shown import Diagnosis
 
 _ONE_LINE = 110  # a member's line in a cause block, before it is cut
 
 
 def causes_lines(
-    header: str, summary: Mapping[str, Any], findings: Sequence[Finding], verbose: bool
+    header: str, summary: Mapping[str, Any], diagnosis: Diagnosis, verbose: bool
 ) -> list[Line]:
-    causes = group_causes(findings)
+    causes = diagnosis.causes
     lines = [Line.of(text, "bold") for text in header.splitlines()]
     lines.append(Line.of())
     for severity in sorted(Severity, reverse=True):
@@ -38,12 +41,12 @@ def causes_lines(
                 lines += [line for f in cause.findings for line in finding_lines(f, verbose)]
             else:
                 lines += cause_lines(cause)
-    everything = combined_fix(causes)
+    everything = diagnosis.combined
     if everything is not None:
         lines.append(Line.of("Every reinstall above in one command:", "bold"))
         lines.append(Line.of("  " + display(everything.command), "green"))
         lines.append(Line.of())
-    lines.append(summary_line(findings, summary))
+    lines.append(summary_line(diagnosis.findings, summary))
     return lines
 
 
@@ -93,18 +96,3 @@ def _member_lines(findings: Sequence[Finding]) -> list[str]:
             "check, pip show and pip install see nothing wrong"
         )
     return out
-
-
-def causes_json(findings: Sequence[Finding]) -> list[dict[str, Any]]:
-    """Each cause: its title, severity, the indexes of its findings in ``findings``, its fix."""
-    causes = group_causes(findings)
-    index = {id(f): i for i, f in enumerate(findings)}
-    return [
-        {
-            "title": cause.title,
-            "severity": cause.severity.label,
-            "findings": [index[id(f)] for f in cause.findings],
-            **({"fix": fix_dict(cause.fix)} if cause.fix is not None else {}),
-        }
-        for cause in causes
-    ]

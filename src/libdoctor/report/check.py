@@ -11,18 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from libdoctor.analysis.shown import summary
 from libdoctor.environment.paths import display
 from libdoctor.version import __version__
 
 if TYPE_CHECKING:
     from libdoctor.analysis.run import Report
+    from libdoctor.analysis.shown import Diagnosis
     from libdoctor.analysis.tree import FailingImport
     from libdoctor.environment.target import Target
-    from libdoctor.findings import Finding
-
-
-def summary(report: Report) -> dict[str, Any]:
-    return {"distributions": report.distributions, "files": report.files}
 
 
 def header(report: Report) -> str:
@@ -46,47 +43,31 @@ def hashing_line(hashing: Mapping[str, int]) -> str:
     )
 
 
-def render_text(report: Report, findings: Sequence[Finding], *, color: bool, verbose: bool) -> str:
+def render_text(report: Report, diagnosis: Diagnosis, *, color: bool, verbose: bool) -> str:
     """Findings by root cause (report.causes); with VERBOSE, every finding and path."""
     from libdoctor.report.causes import causes_lines
     from libdoctor.report.text import to_string
 
-    lines = causes_lines(header(report), summary(report), findings, verbose)
+    lines = causes_lines(header(report), summary(report), diagnosis, verbose)
     return to_string(lines, color=color)
 
 
-def render_json(report: Report, findings: Sequence[Finding], target: Mapping[str, Any]) -> str:
+def render_json(report: Report, diagnosis: Diagnosis, target: Mapping[str, Any]) -> str:
     """The common JSON report; with ``--deep``, the hashing figures go under ``tool``."""
-    from libdoctor.report import json as json_report
+    from libdoctor.analysis.shown import check_document
+    from libdoctor.document import dumps
 
-    return json_report.dumps(json_document(report, findings, target))
-
-
-def json_document(
-    report: Report, findings: Sequence[Finding], target: Mapping[str, Any]
-) -> dict[str, Any]:
-    """What ``render_json`` prints, as a value."""
-    from libdoctor.report import json as json_report
-    from libdoctor.report.causes import causes_json
-
-    return json_report.document(
-        target=target,
-        summary=summary(report),
-        findings=findings,
-        hashing=report.hashing,
-        extra={"causes": causes_json(findings)},
-    )
+    document = check_document(report, diagnosis, target)
+    return dumps(document)
 
 
-def render_html(
-    report: Report, findings: Sequence[Finding], failing: Sequence[FailingImport] = ()
-) -> str:
+def render_html(report: Report, diagnosis: Diagnosis, failing: Sequence[FailingImport] = ()) -> str:
     """One self-contained page: the diagnosis as the text shows it, the findings by
     distribution and the library trees of FAILING imports."""
     from libdoctor.report.causes import causes_lines
     from libdoctor.report.html import check_html
 
-    diagnosis = causes_lines("", summary(report), findings, False)
-    while diagnosis and not diagnosis[0].spans:
-        diagnosis.pop(0)
-    return check_html(header(report), diagnosis, findings, failing)
+    lines = causes_lines("", summary(report), diagnosis, False)
+    while lines and not lines[0].spans:
+        lines.pop(0)
+    return check_html(header(report), lines, diagnosis.findings, failing)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from libdoctor.document import named
 from libdoctor.findings import Finding, Severity
 from libdoctor.report.text import TITLE, Line, finding_lines, to_string
 from libdoctor.stack.caches import size_text
@@ -102,14 +103,8 @@ def lock_dict(plan: LockPlan) -> dict[str, Any]:
             }
             for w in plan.wheels
         ],
-        "cannot_tell": [
-            {"name": u.package.name, "version": u.package.version, "why": u.why}
-            for u in plan.unplanned
-        ],
-        "excluded": [
-            {"name": e.package.name, "version": e.package.version, "why": e.why}
-            for e in selection.excluded
-        ],
+        "cannot_tell": [{**named(u.package), "why": u.why} for u in plan.unplanned],
+        "excluded": [{**named(e.package), "why": e.why} for e in selection.excluded],
         "extensions": _extensions(plan),
         "synced_with": selection.chosen or None,
         "notes": [*plan.lock.notes, *selection.notes],
@@ -161,8 +156,8 @@ def render_sarif(
     import json
     import os
 
+    from libdoctor.document import dumps
     from libdoctor.report import sarif
-    from libdoctor.report.json import dumps
 
     directory = os.path.dirname(os.path.abspath(plan.lock.path))
     if root is not None and not os.path.relpath(directory, root).startswith(os.pardir):

@@ -14,7 +14,7 @@ from libdoctor.analysis.diff import (
     VersionChange,
 )
 from libdoctor.analysis.snapshot import PORTABLE, FileRow, LibraryRecord, finding_document
-from libdoctor.report.json import dumps
+from libdoctor.document import dumps, envelope
 from libdoctor.report.text import text_lines
 
 Change = VersionChange | FileChange | FieldChange | LibraryChange | FindingChange
@@ -208,4 +208,4 @@ def diff_dict(d: Diff) -> dict[str, Any]:
 
 
 def diff_json(d: Diff, sources: Mapping[str, Mapping[str, Any]]) -> str:
-    return dumps({"schema_version": 1, **sources, **diff_dict(d)})
+    return dumps(envelope({**sources, **diff_dict(d)}))

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from libdoctor.analysis.diff import Diff, FleetComparison
+from libdoctor.document import dumps, envelope
 from libdoctor.report.diff import change_lines, diff_dict
-from libdoctor.report.json import dumps
 from libdoctor.report.text import inert, text_lines
 
 _NODES_SHOWN = 6
@@ -66,12 +66,13 @@ def fleet_json(fleet: FleetComparison, failed: Sequence[tuple[str, str]] = ()) -
         for g in fleet.groups
     ]
     return dumps(
-        {
-            "schema_version": 1,
-            "reference": {"node": fleet.reference, "chosen_by": fleet.chosen_by},
-            "nodes": sum(len(g.nodes) for g in fleet.groups),
-            "differing": [n for g in fleet.differing for n in g.nodes],
-            "groups": groups,
-            "failed": [{"node": n, "reason": r} for n, r in failed],
-        }
+        envelope(
+            {
+                "reference": {"node": fleet.reference, "chosen_by": fleet.chosen_by},
+                "nodes": sum(len(g.nodes) for g in fleet.groups),
+                "differing": [n for g in fleet.differing for n in g.nodes],
+                "groups": groups,
+                "failed": [{"node": n, "reason": r} for n, r in failed],
+            }
+        )
     )

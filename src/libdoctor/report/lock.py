@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from libdoctor.document import named
 from libdoctor.environment.paths import display
 from libdoctor.findings import Finding, Severity
 from libdoctor.report.check import hashing_line, target_line
@@ -41,12 +42,9 @@ def lock_dict(report: LockReport) -> dict[str, Any]:
             for k in ("python_full_version", "sys_platform", "platform_machine")
             if k in report.markers
         },
-        "required": [{"name": p.name, "version": p.version} for p in selection.required],
-        "excluded": [
-            {"name": e.package.name, "version": e.package.version, "why": e.why}
-            for e in selection.excluded
-        ],
-        "project": [{"name": p.name, "version": p.version} for p in selection.optional],
+        "required": [named(p) for p in selection.required],
+        "excluded": [{**named(e.package), "why": e.why} for e in selection.excluded],
+        "project": [named(p) for p in selection.optional],
         "synced_with": selection.chosen or None,
         "excepted": list(report.check.excepted),
         "matched": list(report.check.matched),

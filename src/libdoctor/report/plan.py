@@ -12,17 +12,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from libdoctor.analysis.shown import shown_by_default
 from libdoctor.checks.wording import plural
+from libdoctor.document import named
 from libdoctor.environment.installers import InstallerOptions
 from libdoctor.environment.paths import display
 from libdoctor.repair.run import step_argv
 from libdoctor.report import json as json_report
-from libdoctor.report.shown import shown
 from libdoctor.report.text import PATHS_SHOWN, Line, finding_lines, to_string
 from libdoctor.version import __version__
 
 if TYPE_CHECKING:
-    from libdoctor.environment.distributions import Distribution
     from libdoctor.findings import Finding
     from libdoctor.whatif.plan import Plan, Step
 
@@ -32,7 +32,11 @@ _NO_OPTIONS = InstallerOptions()
 
 def visible(plan: Plan) -> Plan:
     """The plan as the user sees it: codes hidden by default (like check) left out."""
-    return replace(plan, new=tuple(shown(plan.new)), resolved=tuple(shown(plan.resolved)))
+    return replace(
+        plan,
+        new=tuple(shown_by_default(plan.new)),
+        resolved=tuple(shown_by_default(plan.resolved)),
+    )
 
 
 def plan_json(plan: Plan, target: Mapping[str, Any]) -> str:
@@ -59,15 +63,11 @@ def plan_text(plan: Plan, *, verbose: bool, color: bool) -> str:
 # --------------------------------------------------------------------------- JSON
 
 
-def _ref(dist: Distribution) -> dict[str, str]:
-    return {"name": dist.name, "version": dist.version}
-
-
 def step_dict(step: Step, options: InstallerOptions = _NO_OPTIONS) -> dict[str, Any]:
     argv = step_argv(step, options)
     out: dict[str, Any] = {
         "action": step.action,
-        "distribution": {"name": step.name, "version": step.version},
+        "distribution": named(step),
         "argv": list(argv),
         "command": shlex.join(argv),
     }
@@ -87,7 +87,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         "steps": [step_dict(s) for s in plan.steps],
         "removals": [
             {
-                "distribution": _ref(r.dist),
+                "distribution": named(r.dist),
                 "files": list(r.files),
                 "directories": list(r.dirs),
                 "absent": list(r.absent),
@@ -98,8 +98,8 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         "co_owned": [
             {
                 "path": c.path,
-                "removed_with": _ref(c.removed_with),
-                "owners": [_ref(o) for o in c.owners],
+                "removed_with": named(c.removed_with),
+                "owners": [named(o) for o in c.owners],
                 "identical": c.identical,
             }
             for c in plan.co_owned
@@ -108,13 +108,13 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
             {
                 "path": o.path,
                 "wheel": o.wheel,
-                "owners": [_ref(d) for d in o.owners],
+                "owners": [named(d) for d in o.owners],
                 "identical": o.identical,
             }
             for o in plan.overwrites
         ],
-        "new_findings": [json_report.finding_dict(f) for f in plan.new],
-        "resolved_findings": [json_report.finding_dict(f) for f in plan.resolved],
+        "new_findings": [f.to_json() for f in plan.new],
+        "resolved_findings": [f.to_json() for f in plan.resolved],
         "safe_sequence": _sequence_dict(plan),
         "notes": list(plan.notes),
     }
@@ -126,7 +126,7 @@ def _sequence_dict(plan: Plan) -> dict[str, Any] | None:
     return {
         "steps": [step_dict(s) for s in (*plan.steps, *plan.repair)],
         "verified": plan.repair_is_safe,
-        "remaining": [json_report.finding_dict(f) for f in plan.after_repair or ()],
+        "remaining": [f.to_json() for f in plan.after_repair or ()],
     }
 
 

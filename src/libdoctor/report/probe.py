@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.checks.wording import file_list
+from libdoctor.document import named
 from libdoctor.environment.paths import display
 from libdoctor.findings import Finding, Severity
 from libdoctor.report import json as json_report
@@ -48,17 +49,13 @@ def child_notice(child: ChildReport) -> str | None:
 # --------------------------------------------------------------------------- JSON
 
 
-def _owners(item: LoadedFile) -> list[dict[str, str]]:
-    return [{"name": d.name, "version": d.version} for d in item.owners]
-
-
 def loaded_dict(item: LoadedFile) -> dict[str, Any]:
     return {
         "path": item.path,
         "soname": item.soname,
-        "owners": _owners(item),
+        "owners": [named(d) for d in item.owners],
         "record_match": item.record_match,
-        "bytes_of": [{"name": d.name, "version": d.version} for d in item.bytes_of],
+        "bytes_of": [named(d) for d in item.bytes_of],
         "decided_by": item.decided_by,
         "inside_env": item.inside_env,
         "deleted": item.deleted,

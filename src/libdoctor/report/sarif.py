@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from libdoctor.document import dumps, named
 from libdoctor.findings import CODES, Finding, Severity
-from libdoctor.report.json import dumps
 from libdoctor.report.text import inert
 from libdoctor.version import __version__
 
@@ -71,8 +71,7 @@ def result(finding: Finding, prefix: str, fallback: str | None) -> dict[str, Any
         "locations": [location(finding_path(finding, prefix, fallback), prefix)],
     }
     if finding.distribution is not None:
-        dist = finding.distribution
-        out["properties"] = {"distribution": {"name": dist.name, "version": dist.version}}
+        out["properties"] = {"distribution": named(finding.distribution)}
     return out
 
 

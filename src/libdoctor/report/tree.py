@@ -6,10 +6,10 @@ say "(see above)", so a shared dependency is neither hidden nor repeated.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from libdoctor.document import dumps, envelope
 from libdoctor.environment.paths import display
 from libdoctor.report.libraries import (
     owner_label,
@@ -29,33 +29,24 @@ if TYPE_CHECKING:
 
 
 def tree_json(tree: DependencyTree, target: Mapping[str, Any]) -> str:
-    return (
-        json.dumps(
-            {
-                "schema_version": 1,
-                "root": display(tree.root),
-                "root_error": tree.closure.root_error,
-                "target": target,
-                "libraries": [
-                    resolution_dict(tree.env, res, tree.system)
-                    for res in tree.closure.resolutions
-                    if res.kind == "needed"
-                ]
-                + [
-                    {**resolution_dict(tree.env, res, tree.system), "runtime": True}
-                    for closure in tree.runtime
-                    for res in closure.resolutions[:1]
-                ],
-                **(
-                    {"already_loaded": {n: b.evidence() for n, b in tree.before.items()}}
-                    if tree.before
-                    else {}
-                ),
-            },
-            indent=2,
-        )
-        + "\n"
-    )
+    env, system = tree.env, tree.system
+    needed = [
+        resolution_dict(env, r, system) for r in tree.closure.resolutions if r.kind == "needed"
+    ]
+    runtime = [
+        {**resolution_dict(env, r, system), "runtime": True}
+        for closure in tree.runtime
+        for r in closure.resolutions[:1]
+    ]
+    before = {n: b.evidence() for n, b in tree.before.items()}
+    document = {
+        "root": display(tree.root),
+        "root_error": tree.closure.root_error,
+        "target": target,
+        "libraries": needed + runtime,
+        **({"already_loaded": before} if before else {}),
+    }
+    return dumps(envelope(document))
 
 
 def tree_text(tree: DependencyTree) -> str:

@@ -7,13 +7,12 @@ usual answer to "why is this not found" is "it was never looked for there".
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from libdoctor.document import dumps, envelope
 from libdoctor.environment.paths import display
-from libdoctor.report.json import finding_dict
 from libdoctor.report.libraries import (
     owner_label,
     provider_lines,
@@ -30,7 +29,6 @@ if TYPE_CHECKING:
 def why_json(why: Explanation, target: Mapping[str, Any]) -> str:
     env = why.env
     document = {
-        "schema_version": 1,
         "library": why.library,
         "target": target,
         "requests": [
@@ -63,9 +61,9 @@ def why_json(why: Explanation, target: Mapping[str, Any]) -> str:
             {**p.package.evidence(), "present": p.present}
             for p in why.system.providers.get(why.library, ())
         ],
-        "findings": [finding_dict(f) for f in why.findings],
+        "findings": [f.to_json() for f in why.findings],
     }
-    return json.dumps(document, indent=2) + "\n"
+    return dumps(envelope(document))
 
 
 def why_text(why: Explanation) -> str:
