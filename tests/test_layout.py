@@ -24,7 +24,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "libdoctor"
 
 # Lowest first. A module may import its own stage and the stages before it, never after.
 STAGES = (
-    "libdoctor",  # __init__ (the version), errors, findings, bounded: what every stage shares
+    "libdoctor",  # __init__, version, errors, findings, bounded, document, digests: shared
     "environment",
     "disk",
     "elf",
@@ -126,7 +126,7 @@ def imports() -> tuple[Import, ...]:
 def _stage(module: str) -> int:
     parts = module.split(".")
     top = parts[1] if len(parts) > 1 else "libdoctor"
-    if top in ("errors", "findings", "remedy", "bounded", "version", "document"):
+    if top in ("errors", "findings", "remedy", "bounded", "version", "document", "digests"):
         top = "libdoctor"
     return STAGES.index(top)
 

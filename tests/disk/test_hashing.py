@@ -7,9 +7,9 @@ import marshal
 import os
 from pathlib import Path
 
+from libdoctor.digests import spell_hash
 from libdoctor.disk.hashing import HashCache, HashJob, HashStats, hash_many
 from libdoctor.disk.stat import RealDisk
-from libdoctor.environment.record import spell_hash
 
 
 def _jobs(*paths: Path, algorithm: str = "sha256") -> list[HashJob]:

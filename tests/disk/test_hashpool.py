@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from libdoctor.digests import spell_hash
 from libdoctor.disk.hashing import HashCache, HashJob, HashStats, hash_many
 from libdoctor.disk.hashpool import (
     CHUNK,
@@ -20,7 +21,6 @@ from libdoctor.disk.hashpool import (
     largest_first,
 )
 from libdoctor.disk.stat import FileState, RealDisk
-from libdoctor.environment.record import spell_hash
 
 # Around every boundary the readers have: empty, hashlib's GIL release (2 KiB), the chunk.
 SIZES = (0, 1, 2047, 2048, 2049, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK + 7)

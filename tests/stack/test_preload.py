@@ -20,7 +20,9 @@ from libdoctor.loader.model import Process, SearchConfig
 from libdoctor.loader.search import Loader
 from libdoctor.loader.system import LoaderSystem
 from libdoctor.stack.frameworks import FrameworkBuild, Reader
-from libdoctor.stack.preload import (
+from libdoctor.stack.preload import TorchStart, dlopen_into, glob_dir, start_torch
+from libdoctor.stack.torchsource import choose_model, extract_preload, verify_model
+from libdoctor.stack.torchversions import (
     MODELS,
     TORCH_2_4,
     TORCH_2_6,
@@ -29,13 +31,6 @@ from libdoctor.stack.preload import (
     TORCH_2_11,
     TORCH_2_14,
     PreloadModel,
-    TorchStart,
-    choose_model,
-    dlopen_into,
-    extract_preload,
-    glob_dir,
-    start_torch,
-    verify_model,
 )
 from support.cc import compile_lib, require_gcc
 from support.dists import fake_dist

@@ -101,11 +101,13 @@ def native_checks(
     parsed are kept between runs (``environment.parsed``; None: every file parsed).
     """
     from libdoctor.checks.requirements import check_requirements
-    from libdoctor.checks.stack import check_stack
+    from libdoctor.checks.stack import analyse_stack, check_stack
     from libdoctor.environment.requirements import RequirementIndex
 
     findings: list[Finding] = []
+    requirements = RequirementIndex(env)  # parses nothing until asked
     analysis = None
+    stack = None
     uses: tuple[LibraryUse, ...] = ()
     if callable(libraries):
         libraries = libraries()
@@ -120,12 +122,12 @@ def native_checks(
         parsed = ParsedFiles.load(cache_dir, env.target.prefix, ELF)
         analysis = analyse(env, disk, libraries, parsed)
         parsed.save()
-        findings += check_libraries(analysis, disk)
+        stack = analyse_stack(env, disk, analysis, requirements=requirements)  # once a run
+        findings += check_libraries(analysis, disk, stack)
         findings += check_runtime_loads(analysis, disk)
-        findings = fold_cuda_gaps(findings + check_extensions(analysis, disk))
+        findings = fold_cuda_gaps(findings + check_extensions(analysis, disk, stack))
         uses = library_uses(analysis) if facts else ()
-    requirements = RequirementIndex(env)  # parses nothing until asked
-    findings += check_stack(env, disk, digests, analysis, requirements=requirements)
+    findings += check_stack(env, disk, digests, analysis, requirements=requirements, stack=stack)
     findings += check_requirements(env, disk, requirements)
     return findings, (NativeFacts(uses, installed_extras(env, requirements)) if facts else None)
 

@@ -369,7 +369,7 @@ def _script_row(path: str, relative: str, prefix: str) -> FileRow | None:
     another prefix or on another machine gives the same row. None: not such a script."""
     import hashlib
 
-    from libdoctor.environment.record import spell_hash
+    from libdoctor.digests import spell_hash
 
     try:
         with open(path, "rb") as handle:

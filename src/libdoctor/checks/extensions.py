@@ -26,6 +26,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from libdoctor.disk.stat import Disk
 from libdoctor.elf.dynamic import ElfFormatError
@@ -38,6 +39,9 @@ from libdoctor.loader.extensions import LibraryAnalysis, module_name
 from libdoctor.loader.model import Closure
 from libdoctor.stack.cuda import soname_major
 from libdoctor.stack.frameworks import FrameworkBuild, detect_frameworks, read_file
+
+if TYPE_CHECKING:
+    from libdoctor.checks.stack import StackAnalysis
 
 __all__ = ["TORCH_SONAMES", "TORCH_SYMBOLS", "check_extensions", "fold_cuda_gaps"]
 
@@ -64,9 +68,13 @@ class _Package:
     by_path: set[str] = field(default_factory=set)  # libraries torch.ops.load_library loads
 
 
-def check_extensions(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
+def check_extensions(
+    analysis: LibraryAnalysis, disk: Disk, stack: StackAnalysis | None = None
+) -> list[Finding]:
+    """STACK: the run's ``analyse_stack``, whose frameworks are read once a run."""
     env = analysis.env
-    torch = next((b for b in detect_frameworks(env, read_file) if b.framework == "torch"), None)
+    builds = stack.builds if stack is not None else detect_frameworks(env, read_file)
+    torch = next((b for b in builds if b.framework == "torch"), None)
     if torch is None:
         return []
     packages = _torch_extensions(analysis, torch.dist)

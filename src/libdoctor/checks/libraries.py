@@ -12,7 +12,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from libdoctor.checks.optional import OptionalModule, judge_optional
 from libdoctor.checks.requirements import missing_requirements
@@ -30,6 +30,9 @@ from libdoctor.loader.imported import ImportContext, LoadedBefore, PackageLoads
 from libdoctor.loader.model import Closure, LoadedObject, Resolution
 from libdoctor.loader.runtime import RuntimeHit, runtime_search
 from libdoctor.loader.strings import expand_dst
+
+if TYPE_CHECKING:
+    from libdoctor.checks.stack import StackAnalysis
 
 
 def _norm(path: str) -> str:
@@ -119,15 +122,13 @@ def _provided_in_context(analysis: LibraryAnalysis) -> dict[str, dict[str, str]]
     return provided
 
 
-def check_libraries(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
+def check_libraries(
+    analysis: LibraryAnalysis, disk: Disk, stack: StackAnalysis | None = None
+) -> list[Finding]:
+    """STACK: the run's ``analyse_stack``, whose preload replay the import context reuses."""
     env = analysis.env
     findings = _elf_invalid(analysis)
-    failed = [
-        (closure, res)
-        for closure in analysis.modules
-        for res in closure.resolutions
-        if res.status != "found" and res.kind == "needed"
-    ]
+    failed = _failed_needs(analysis)
     needed: dict[str, _Gap] = {}
     optional: dict[str, _Gap] = {}
     broken: list[LoadedBefore] = []
@@ -135,7 +136,7 @@ def check_libraries(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
         deps = dependency_closure(env)
         direct = direct_requirements(env)
         provided = _provided_in_context(analysis)
-        imports = ImportContext(analysis, lambda: framework_preloads(analysis, disk))
+        imports = ImportContext(analysis, lambda: framework_preloads(analysis, disk, stack))
         for closure, res in failed:
             key = analysis.module_dists.get(closure.root, "")
             context = {key} | deps.get(key, set())
@@ -181,23 +182,30 @@ def check_libraries(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
     return findings
 
 
-def framework_preloads(analysis: LibraryAnalysis, disk: Disk) -> dict[str, PackageLoads]:
-    """What ``import torch`` loads before ``torch._C``: its CUDA preload, replayed as the
-    stack stage models it (``stack.preload``), for each CUDA torch whose model is known."""
-    from libdoctor.stack.frameworks import detect_frameworks, read_file
-    from libdoctor.stack.preload import choose_model, start_torch
+def _failed_needs(analysis: LibraryAnalysis) -> list[tuple[Closure, Resolution]]:
+    """Each DT_NEEDED an extension module's closure did not find, with that closure."""
+    return [
+        (closure, res)
+        for closure in analysis.modules
+        for res in closure.resolutions
+        if res.status != "found" and res.kind == "needed"
+    ]
 
-    env = analysis.env
-    sys_path = [site.path for site in env.target.site_dirs]
+
+def framework_preloads(
+    analysis: LibraryAnalysis, disk: Disk, stack: StackAnalysis | None = None
+) -> dict[str, PackageLoads]:
+    """What ``import torch`` loads before ``torch._C``: its CUDA preload, replayed as the
+    stack stage models it (``stack.preload``), for each CUDA torch whose model is known.
+    STACK: that replay, done once for the run (else done here)."""
+    from libdoctor.checks.stack import analyse_stack
+    from libdoctor.stack.frameworks import read_file
+
+    if stack is None:
+        stack = analyse_stack(analysis.env, disk, analysis, read_file)
     base = {obj.path for obj in analysis.process.objects}
     out: dict[str, PackageLoads] = {}
-    for build in detect_frameworks(env, read_file):
-        if build.framework != "torch" or build.cuda is None:
-            continue
-        model = choose_model(build, read_file).model
-        if model is None:
-            continue
-        start = start_torch(analysis.loader, analysis.process, model, build, sys_path, disk)
+    for start in stack.starts.values():
         names: dict[str, str] = {}
         for obj in start.process.objects:
             if obj.path not in base:

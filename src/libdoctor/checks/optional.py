@@ -28,12 +28,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from libdoctor.digests import spell_hash
 from libdoctor.disk.hashing import hash_file
 from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.imports import Reach, reach
 from libdoctor.environment.model import Environment, is_inside
 from libdoctor.environment.paths import display
-from libdoctor.environment.record import spell_hash
 from libdoctor.environment.requirements import RequirementIndex
 from libdoctor.loader.extensions import module_name
 

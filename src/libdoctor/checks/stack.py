@@ -39,14 +39,9 @@ from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.remedy import Remedy
 from libdoctor.stack.cuda import CudaPackage, cuda_packages
 from libdoctor.stack.frameworks import FrameworkBuild, Reader, detect_frameworks, env_reader
-from libdoctor.stack.preload import (
-    MODELS,
-    ModelChoice,
-    TorchStart,
-    choose_model,
-    start_torch,
-    torch_extension,
-)
+from libdoctor.stack.preload import TorchStart, replay_preloads, torch_extension
+from libdoctor.stack.torchsource import ModelChoice
+from libdoctor.stack.torchversions import MODELS
 
 if TYPE_CHECKING:
     from libdoctor.loader.extensions import LibraryAnalysis
@@ -88,18 +83,9 @@ def analyse_stack(
     reader = env_reader(env) if reader is None else reader
     builds = tuple(detect_frameworks(env, reader))
     requirements = RequirementIndex(env) if requirements is None else requirements
-    choices: dict[str, ModelChoice] = {}
-    starts: dict[str, TorchStart] = {}
     sys_path = [site.path for site in env.target.site_dirs]
-    for build in builds:
-        if build.framework != "torch" or build.cuda is None:
-            continue
-        choice = choose_model(build, reader)
-        choices[build.dist.metadata_dir] = choice
-        if choice.model is not None and analysis is not None:
-            starts[build.dist.metadata_dir] = start_torch(
-                analysis.loader, analysis.process, choice.model, build, sys_path, disk
-            )
+    start = (analysis.loader, analysis.process) if analysis is not None else None
+    choices, starts = replay_preloads(builds, reader, sys_path, disk, start)
     return StackAnalysis(builds, requirements, choices, starts)
 
 
@@ -111,14 +97,18 @@ def check_stack(
     *,
     reader: Reader | None = None,
     requirements: RequirementIndex | None = None,
+    stack: StackAnalysis | None = None,
 ) -> list[Finding]:
     """All stack findings. Without ANALYSIS (no loader context) foreign-bytes is skipped.
 
     DIGESTS may be a function, called only if foreign-bytes needs them (last, so that work
     done in a forked child overlaps with the hashing that produces them). REQUIREMENTS: the
-    environment's index, shared with the requirement checks (each line parsed once).
+    environment's index, shared with the requirement checks (each line parsed once). STACK:
+    ``analyse_stack`` of these, when the caller shares it with the loader checks (torch's
+    preload replayed once a run).
     """
-    stack = analyse_stack(env, disk, analysis, reader, requirements)
+    if stack is None:
+        stack = analyse_stack(env, disk, analysis, reader, requirements)
     if not stack.builds:
         return []
     findings = _mixed_major(env, stack)

@@ -8,6 +8,7 @@ reading a byte. It lives in the user's cache dir, never inside the target. Insid
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -52,12 +53,7 @@ class HashStats:
     errors: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {
-            "files_hashed": self.files_hashed,
-            "cache_hits": self.cache_hits,
-            "bytes_hashed": self.bytes_hashed,
-            "errors": self.errors,
-        }
+        return dataclasses.asdict(self)
 
 
 def _blake2b(chunks: Iterable[bytes]) -> bytes:

@@ -174,7 +174,7 @@ class _Reader:
 
     def spelled(self, job: Job) -> str | None:
         """JOB's digest as RECORD spells it; None: it could not be read."""
-        from libdoctor.environment.record import spell_hash
+        from libdoctor.digests import spell_hash
 
         path, algorithm = job.path, job.algorithm
         try:

@@ -26,6 +26,7 @@ import stat
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 __all__ = [
     "DF_1_NODEFLIB",
@@ -40,6 +41,7 @@ __all__ = [
     "parse_elf",
     "parse_elf_at",
     "read_elf",
+    "read_file_at",
 ]
 
 ELFCLASS32 = 1
@@ -177,6 +179,7 @@ class ElfFormatError(ValueError):
 
 
 ReadAt = Callable[[int, int], bytes]
+T = TypeVar("T")
 """``read_at(offset, size)``: up to ``size`` bytes at ``offset`` (fewer only at end of file)."""
 
 
@@ -250,15 +253,21 @@ def is_elf_magic(head: bytes) -> bool:
 def read_elf(path: str) -> ElfInfo:
     """Parse PATH. Raises ElfFormatError(reason) for malformed input, OSError for I/O problems.
 
-    Symlinks are followed, as the loader does. A directory, FIFO or device is
-    ``ElfFormatError("not a regular file")``; O_NONBLOCK keeps a FIFO from hanging us.
+    Symlinks are followed, as the loader does (``read_file_at``).
     """
+    return read_file_at(path, _parse)
+
+
+def read_file_at(path: str, parse: Callable[[ReadAt, int], T]) -> T:
+    """PARSE given PATH's bytes by offset and its size: the file opened as the loader opens
+    it, symlinks followed. A directory, FIFO or device is ``ElfFormatError("not a regular
+    file")``; O_NONBLOCK keeps a FIFO from hanging us."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise ElfFormatError("not a regular file")
-        return _parse(lambda offset, size: os.pread(fd, size, offset), st.st_size)
+        return parse(lambda offset, size: os.pread(fd, size, offset), st.st_size)
     finally:
         os.close(fd)
 

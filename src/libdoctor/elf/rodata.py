@@ -15,13 +15,18 @@ table). Malformed input raises ``ElfFormatError``, like the rest of ``libdoctor.
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 import struct
 from collections.abc import Iterator
 
-from libdoctor.elf.dynamic import LAYOUTS, ElfFormatError, ReadAt, is_elf_magic, read_exact
+from libdoctor.elf.dynamic import (
+    LAYOUTS,
+    ElfFormatError,
+    ReadAt,
+    is_elf_magic,
+    read_exact,
+    read_file_at,
+)
 
 __all__ = ["SCAN_LIMIT", "library_strings", "read_library_strings"]
 
@@ -36,14 +41,7 @@ _MAX_SECTIONS = 1 << 16
 
 def read_library_strings(path: str, limit: int = SCAN_LIMIT) -> tuple[str, ...] | None:
     """``library_strings`` of the file at PATH (None: no ``.rodata``, or one over LIMIT)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ElfFormatError("not a regular file")
-        return library_strings(lambda off, size: os.pread(fd, size, off), st.st_size, limit)
-    finally:
-        os.close(fd)
+    return read_file_at(path, lambda read_at, size: library_strings(read_at, size, limit))
 
 
 def library_strings(read_at: ReadAt, file_size: int, limit: int) -> tuple[str, ...] | None:

@@ -10,7 +10,6 @@ large the file. Bounds-checked like ``libdoctor.elf.dynamic``: malformed input r
 from __future__ import annotations
 
 import os
-import stat
 import struct
 from collections.abc import Callable
 
@@ -27,6 +26,7 @@ from libdoctor.elf.dynamic import (
     dynamic_entries,
     is_elf_magic,
     read_exact,
+    read_file_at,
     read_segments,
     string_table,
 )
@@ -57,14 +57,7 @@ def sysv_hash(name: bytes) -> int:
 
 def defines_symbol(path: str, name: str) -> bool:
     """True when PATH's dynamic symbol table defines NAME (raises ElfFormatError, OSError)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ElfFormatError("not a regular file")
-        return _defines(lambda offset, size: os.pread(fd, size, offset), st.st_size, name)
-    finally:
-        os.close(fd)
+    return read_file_at(path, lambda read_at, size: _defines(read_at, size, name))
 
 
 def _defines(read_at: ReadAt, file_size: int, name: str) -> bool:

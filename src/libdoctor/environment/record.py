@@ -13,6 +13,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from libdoctor.digests import spell_hash
+
 # Hash algorithms a RECORD may use that hashlib always has.
 _ALGORITHMS = frozenset(
     {
@@ -83,13 +85,6 @@ class Hash:
 
     def __str__(self) -> str:
         return spell_hash(self.algorithm, self.digest)
-
-
-def spell_hash(algorithm: str, digest: bytes) -> str:
-    """DIGEST as RECORD writes it: ``sha256=<urlsafe base64, no padding>``."""
-    from base64 import urlsafe_b64encode
-
-    return f"{algorithm}={urlsafe_b64encode(digest).rstrip(b'=').decode('ascii')}"
 
 
 class RecordEntry(NamedTuple):

@@ -75,6 +75,23 @@ def _join(directory: str, rest: str) -> str:
 # --------------------------------------------------------------------------- the emulation
 
 
+def _mapped(
+    path: str, request: str, ins: Inspection, elf: ElfInfo, loader: str | None, origin: str
+) -> LoadedObject:
+    """The object mapped from PATH (INS: what opening it saw, ELF: its parsed headers) for
+    REQUEST, by LOADER's request (None: the program, the loader, a dlopen'ed root)."""
+    return LoadedObject(
+        path=path,
+        request=request,
+        soname=elf.soname,
+        needed=elf.needed,
+        loader=loader,
+        origin=origin,
+        file_id=ins.file_id,
+        elf=elf,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class _Outcome:
     """A search's result before reuse by inode: depends only on the request and the disk."""
@@ -141,16 +158,8 @@ class Loader:
             root_reason = reason if verdict in ("fatal", "skip") else _NOT_FOUND
             empty = Closure(path, root_reason or _NOT_FOUND, (), (), ())
             return Process(self._config, None, empty, (), index)
-        exe = LoadedObject(
-            path=path,
-            request=path,
-            soname=ins.elf.soname,
-            needed=ins.elf.needed,
-            loader=None,
-            origin=origin if origin is not None else origin_of(path, self._cwd),
-            file_id=ins.file_id,
-            elf=ins.elf,
-        )
+        origin = origin if origin is not None else origin_of(path, self._cwd)
+        exe = _mapped(path, path, ins, ins.elf, None, origin)
         names = [ins.elf.soname] if started_by_kernel else [path, ins.elf.soname]
         index.add(exe, (n for n in names if n))
         self._add_rtld(index, ins.elf.interpreter)
@@ -303,16 +312,7 @@ class Loader:
         if ins.kind != "file" or ins.elf is None:
             return
         request = interpreter or loader_path
-        rtld = LoadedObject(
-            path=loader_path,
-            request=request,
-            soname=ins.elf.soname,
-            needed=ins.elf.needed,
-            loader=None,
-            origin=origin_of(loader_path, "/"),
-            file_id=ins.file_id,
-            elf=ins.elf,
-        )
+        rtld = _mapped(loader_path, request, ins, ins.elf, None, origin_of(loader_path, "/"))
         # glibc 2.36 records no file id for itself: found by another path, it loads again.
         index.add(rtld, (n for n in (request, loader_path, ins.elf.soname) if n), by_inode=False)
 
@@ -408,15 +408,8 @@ class Loader:
             return None, "cannot dynamically load executable"
         if elf.flags_1 & DF_1_PIE:
             return None, "cannot dynamically load position-independent executable"
-        obj = LoadedObject(
-            path=outcome.textual,
-            request=request,
-            soname=elf.soname,
-            needed=elf.needed,
-            loader=loader,
-            origin=origin_of(outcome.textual, self._cwd),
-            file_id=ins.file_id,
-            elf=elf,
+        obj = _mapped(
+            outcome.textual, request, ins, elf, loader, origin_of(outcome.textual, self._cwd)
         )
         index.add(obj, (n for n in (outcome.textual, request, elf.soname) if n))
         return obj.path, None

@@ -161,8 +161,8 @@ def _env_roots(env: Environment) -> list[str]:
 def _digests(claims: Sequence[Claim], deep: bool) -> Mapping[tuple[str, str], str | None] | None:
     if not deep:
         return None
+    from libdoctor.digests import spell_hash
     from libdoctor.disk.hashing import hash_file
-    from libdoctor.environment.record import spell_hash
 
     digests: dict[tuple[str, str], str | None] = {}
     for claim in claims:

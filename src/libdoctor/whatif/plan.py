@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from libdoctor.analysis.run import run_checks
 from libdoctor.checks.wording import file_list
+from libdoctor.digests import spell_hash
 from libdoctor.disk.hashing import hash_file
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, canonicalize_name
 from libdoctor.environment.installers import reinstall, uninstall
 from libdoctor.environment.model import Environment
 from libdoctor.environment.paths import display
-from libdoctor.environment.record import RecordEntry, spell_hash
+from libdoctor.environment.record import RecordEntry
 from libdoctor.environment.target import Target
 from libdoctor.environment.wheel import WheelFile, misplaced_members, wheel_distribution
 from libdoctor.errors import LibdoctorError
