@@ -123,8 +123,8 @@ def _show(
     args: argparse.Namespace, target: Target, versions: Versions, scans: Sequence[CacheScan]
 ) -> int:
     from libdoctor.checks.caches import stale_entry_findings
+    from libdoctor.document import target_dict
     from libdoctor.report.caches import scan_json, scan_text
-    from libdoctor.report.json import target_dict
 
     findings = stale_entry_findings(scans, target.prefix)
     if args.json:

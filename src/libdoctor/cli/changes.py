@@ -145,7 +145,7 @@ def say(text: str) -> None:
 
 def write_plan(args: argparse.Namespace, plan: Plan) -> None:
     """The plan as `libdoctor plan` shows it: uninstall shows the same before it runs."""
-    from libdoctor.report.json import target_dict
+    from libdoctor.document import target_dict
     from libdoctor.report.plan import plan_json, plan_sarif, plan_text
 
     if args.format == "sarif":
@@ -190,7 +190,7 @@ def answer(args: argparse.Namespace, guarded: GuardedResult) -> int:
 
 
 def _write_run(args: argparse.Namespace, plan: Plan, outcome: Outcome) -> None:
-    from libdoctor.report.json import target_dict
+    from libdoctor.document import target_dict
     from libdoctor.report.uninstall import uninstall_json, uninstall_text
 
     if args.json:

@@ -246,7 +246,7 @@ def ask_loader(
     """``why`` and ``tree``: QUESTION (``explain_library``, ``dependency_tree``) asked of the
     target's loader about SUBJECT, statically, with libraries outside the environment joined
     to the system's packages; the answer written as TEXT or JSON; exit 0 when it is OK."""
-    from libdoctor.report.json import target_dict
+    from libdoctor.document import target_dict
 
     target = discover_target(args)
     packages = system_packages(args, target)

@@ -92,8 +92,8 @@ def _confirm(args: argparse.Namespace, options: InstallerOptions, fixed: FixResu
 
 def _write(args: argparse.Namespace, fixed: FixResult, options: InstallerOptions) -> None:
     """The plan; once it ran, how running it went (the JSON then has both in one document)."""
+    from libdoctor.document import target_dict
     from libdoctor.report.fix import fix_json, fix_text
-    from libdoctor.report.json import target_dict
 
     color = common.use_color(args)
     if args.json:

@@ -9,12 +9,12 @@ replaced or deleted since; 2 libdoctor could not run.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.cli import common
+from libdoctor.document import dumps, envelope
 from libdoctor.errors import LibdoctorError
 from libdoctor.findings import printable
 from libdoctor.report.text import text_lines
@@ -116,7 +116,7 @@ def _shown(text: str) -> str:
 def _say(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     if args.json:
         doc = {**doc, "prefix": printable(doc["prefix"])}
-        common.write(json.dumps({"schema_version": 1, **doc}, indent=2) + "\n")
+        common.write(dumps(envelope(doc)))
         return
     prefix = _shown(doc["prefix"])
     if "guarded" in doc:
@@ -155,17 +155,19 @@ def _status(args: argparse.Namespace, status: GuardStatus) -> int:
     manifest = status.manifest
     code = common.EXIT_OK if status.whole else common.EXIT_FINDINGS
     if args.json:
-        doc = {
-            "schema_version": 1,
-            "guarded": manifest is not None,
-            "whole": status.whole,
-            "interrupted": status.orphan,
-            "python": printable(manifest.python) if manifest else None,
-            "entries": [
-                {"name": n, "state": s, "original_kept": n in status.kept} for n, s in status.states
-            ],
-        }
-        common.write(json.dumps(doc, indent=2) + "\n")
+        doc = envelope(
+            {
+                "guarded": manifest is not None,
+                "whole": status.whole,
+                "interrupted": status.orphan,
+                "python": printable(manifest.python) if manifest else None,
+                "entries": [
+                    {"name": n, "state": s, "original_kept": n in status.kept}
+                    for n, s in status.states
+                ],
+            }
+        )
+        common.write(dumps(doc))
         return code
     if manifest is None:
         common.write(

@@ -72,9 +72,9 @@ def split_names(names: Sequence[str]) -> tuple[list[str], str | None]:
 
 def run(args: argparse.Namespace) -> int:
     from libdoctor.analysis.run import filter_findings
+    from libdoctor.document import target_dict
     from libdoctor.probe.run import run_probe
     from libdoctor.report import probe as probe_report
-    from libdoctor.report.json import target_dict
     from libdoctor.report.text import inert
 
     if args.timeout <= 0:

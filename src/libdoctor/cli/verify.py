@@ -109,8 +109,8 @@ def sync_options(args: argparse.Namespace) -> SyncOptions:
 def run(args: argparse.Namespace) -> int:
     from libdoctor.analysis.lock import verify_lock
     from libdoctor.analysis.run import CheckOptions
+    from libdoctor.document import target_dict
     from libdoctor.report import lock as lock_report
-    from libdoctor.report.json import target_dict
 
     options = CheckOptions(deep=args.deep, cache_dir=common.hash_cache_dir(args))
     progress = bar.bytes_factory(args.deep and bar.wanted(args) and args.format == "text")

@@ -3,10 +3,9 @@ removing did."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from typing import Any
 
+from libdoctor.document import dumps, envelope
 from libdoctor.environment.paths import display
 from libdoctor.repair.journal import BackupInfo
 from libdoctor.repair.retention import Usage
@@ -45,26 +44,27 @@ def _skipped(damaged: Sequence[str]) -> str:
 def list_json(
     root: str, rows: Sequence[tuple[BackupInfo, Usage]], keep: int, damaged: Sequence[str] = ()
 ) -> str:
-    document: dict[str, Any] = {
-        "schema_version": 1,
-        "root": display(root),
-        "keep": keep,
-        "backups": [
-            {
-                "id": info.id,
-                "state": info.state,
-                "prefix": display(info.prefix),
-                "created": info.created,
-                "command": display(info.command),
-                "files": cost.files,
-                "own_bytes": cost.own,
-                "shared_bytes": cost.shared,
-            }
-            for info, cost in rows
-        ],
-        "skipped": [display(why) for why in damaged],
-    }
-    return json.dumps(document, indent=2) + "\n"
+    document = envelope(
+        {
+            "root": display(root),
+            "keep": keep,
+            "backups": [
+                {
+                    "id": info.id,
+                    "state": info.state,
+                    "prefix": display(info.prefix),
+                    "created": info.created,
+                    "command": display(info.command),
+                    "files": cost.files,
+                    "own_bytes": cost.own,
+                    "shared_bytes": cost.shared,
+                }
+                for info, cost in rows
+            ],
+            "skipped": [display(why) for why in damaged],
+        }
+    )
+    return dumps(document)
 
 
 def removed_text(removed: Sequence[BackupInfo]) -> str:

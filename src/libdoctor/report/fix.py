@@ -59,14 +59,13 @@ def fix_text(fixed: FixResult, options: InstallerOptions, *, color: bool) -> str
 
 def fix_dict(fixed: FixResult, options: InstallerOptions) -> dict[str, Any]:
     fix = fixed.plan
-    finding_dict = json_report.finding_dict
     return {
         "dry_run": fixed.dry_run,
         "steps": [_step_dict(fix, s, options) for s in fix.steps],
-        "addressed": [finding_dict(f) for f in fix.addressed],
-        "not_handled": [{"finding": finding_dict(f), "reason": why} for f, why in fix.not_handled],
-        "predicted": [finding_dict(f) for f in fixed.predicted],
-        "predicted_new": [finding_dict(f) for f in fix.new],
+        "addressed": [f.to_json() for f in fix.addressed],
+        "not_handled": [{"finding": f.to_json(), "reason": why} for f, why in fix.not_handled],
+        "predicted": [f.to_json() for f in fixed.predicted],
+        "predicted_new": [f.to_json() for f in fix.new],
         "notes": list(fix.notes),
         **run_dict(fixed.outcome),
     }
@@ -121,10 +120,10 @@ def run_dict(outcome: Outcome | None) -> dict[str, Any]:
         out["rollback_problems"] = [{"path": p, "reason": w} for p, w in result.rollback.problems]
     if outcome.after is not None and outcome.diff is not None:
         diff = outcome.diff
-        out["resolved"] = [json_report.finding_dict(f) for f in diff.resolved]
-        out["new"] = [json_report.finding_dict(f) for f in diff.new]
+        out["resolved"] = [f.to_json() for f in diff.resolved]
+        out["new"] = [f.to_json() for f in diff.new]
         # Still there after the run (the exit code follows these and the new ones).
-        out["remaining"] = [json_report.finding_dict(f) for f in diff.kept]
+        out["remaining"] = [f.to_json() for f in diff.kept]
         out["before"] = _counts(outcome.before)
         out["after"] = _counts(outcome.after)
     return out

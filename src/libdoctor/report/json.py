@@ -9,7 +9,7 @@ from typing import Any
 from libdoctor.document import dumps, findings_document, target_dict
 from libdoctor.findings import Finding
 
-__all__ = ["dumps", "finding_dict", "render", "target_dict"]
+__all__ = ["dumps", "render", "target_dict"]
 
 
 def render(
@@ -26,8 +26,3 @@ def render(
             target=target, summary=summary, findings=findings, hashing=hashing, extra=extra
         )
     )
-
-
-# The write path's report names it; it is the finding's own ``to_json``.
-def finding_dict(finding: Finding) -> dict[str, Any]:
-    return finding.to_json()

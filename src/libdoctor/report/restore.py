@@ -9,16 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from libdoctor.document import dumps, envelope
 from libdoctor.environment.paths import display
-from libdoctor.report.json import dumps
 from libdoctor.report.text import PATHS_SHOWN, text_lines
 
 if TYPE_CHECKING:
     from libdoctor.repair.journal import BackupInfo
     from libdoctor.repair.rollback import RestoreResult
 
-# The version of restore's own documents, which are not findings reports.
-_SCHEMA_VERSION = 1
 # A failed restore lists its differences: enough to see the pattern, short of a flood.
 _PROBLEMS_SHOWN = 20
 
@@ -26,22 +24,17 @@ _PROBLEMS_SHOWN = 20
 def list_json(backups: Sequence[BackupInfo], damaged: Sequence[str] = ()) -> str:
     """DAMAGED: why each backup that could not be read was skipped (one line each)."""
     return dumps(
-        {
-            "schema_version": _SCHEMA_VERSION,
-            "backups": [info_dict(b) for b in backups],
-            "skipped": list(damaged),
-        }
+        envelope(
+            {
+                "backups": [info_dict(b) for b in backups],
+                "skipped": list(damaged),
+            }
+        )
     )
 
 
 def result_json(result: RestoreResult) -> str:
-    return dumps(
-        {
-            "schema_version": _SCHEMA_VERSION,
-            "backup": info_dict(result.backup),
-            **result_dict(result),
-        }
-    )
+    return dumps(envelope({"backup": info_dict(result.backup), **result_dict(result)}))
 
 
 def info_dict(info: BackupInfo) -> dict[str, Any]:
