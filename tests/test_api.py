@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import libdoctor
-from libdoctor.environment.installers import InstallerOptions
+from libdoctor.external.installers import InstallerOptions
 from support.repairs import diff_states, tree_state
 from support.venvs import Libdoctor, Venv, VenvFactory, installed_names, pip_env, pip_install
 from support.wheels import WheelFactory

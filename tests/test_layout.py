@@ -30,6 +30,7 @@ STAGES = (
     "elf",
     "loader",
     "stack",
+    "external",  # installers, child processes, HTTP, lock files, OS package databases
     "checks",
     "analysis",
     "whatif",

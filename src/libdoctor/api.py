@@ -375,7 +375,7 @@ def _install_request(items: Sequence[str] | InstallRequest) -> InstallRequest:
 
 
 def _refuse_without_uv(steps: Sequence[Step], environ: Mapping[str, str]) -> None:
-    from libdoctor.environment.installers import find_uv
+    from libdoctor.external.installers import find_uv
 
     if any(step.argv and step.argv[0] == "uv" for step in steps):
         try:

@@ -2,12 +2,12 @@
 distributions at their versions, uninstall that one, delete a stale metadata directory)
 and *through whom* (``Via``: the installer, its executable, the interpreter, the site
 prefix, the ``--target`` folder), all resolved once when the remedy is made
-(``environment.installers``). The command line is built here, in ``argv``, only when a
+(``external.installers``). The command line is built here, in ``argv``, only when a
 remedy is printed or run; nothing reads a command line back.
 
 A ``Via`` without an interpreter (a ``pip install --target`` folder, an environment whose
 Python is gone) prints a placeholder made from the Python version (``<python3.11>``), which
-``environment.installers.unrunnable`` refuses to run; pip cannot uninstall from a --target
+``external.installers.unrunnable`` refuses to run; pip cannot uninstall from a --target
 folder, so that uninstall prints ``NO_PIP_UNINSTALL`` in place of a command.
 """
 

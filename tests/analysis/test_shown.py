@@ -12,6 +12,7 @@ from libdoctor.api import Report
 from libdoctor.document import target_dict
 from libdoctor.environment.target import SiteDir, Target
 from libdoctor.findings import DistRef, Finding, Fix, Severity
+from libdoctor.remedy import LockRemove, Pin, Reinstall, Via
 from libdoctor.report import check as check_report
 
 TARGET = Target("/env", "/env/bin/python", (SiteDir("/env/lib/site-packages", "/env"),), "argument")
@@ -19,7 +20,8 @@ PIP = ("/env/bin/python", "-m", "pip", "install", "--force-reinstall", "--no-dep
 
 
 def _reinstall(pin: str) -> Fix:
-    return Fix((*PIP, pin), steps=((*PIP, pin),))
+    name, version = pin.split("==")
+    return Fix((Reinstall((Pin(name, version),), Via("pip", "/env/bin/python")),))
 
 
 def _findings() -> tuple[Finding, ...]:
@@ -49,7 +51,7 @@ def _run(findings: tuple[Finding, ...]) -> RunReport:
 
 def _by_hand(findings: tuple[Finding, ...]) -> Diagnosis:
     """One cause of both, with a title and fix the grouping would never give."""
-    fix = Fix(("true",), steps=(("true",),))
+    fix = Fix((LockRemove(("by-hand",)),))
     return Diagnosis(findings, (Cause(findings, fix, "a cause set by hand"),), None)
 
 
@@ -66,7 +68,7 @@ def test_every_format_renders_the_causes_it_is_given() -> None:
     findings = _findings()
     run, diagnosis = _run(findings), _by_hand(findings)
     text = check_report.render_text(run, diagnosis, color=False, verbose=False)
-    assert "✗ a cause set by hand" in text and "fix: true" in text
+    assert "✗ a cause set by hand" in text and "fix: uv remove by-hand" in text
     assert "Every reinstall" not in text  # the combined fix is the diagnosis', None here
     html = check_report.render_html(run, diagnosis)
     assert "a cause set by hand" in html
@@ -76,7 +78,7 @@ def test_every_format_renders_the_causes_it_is_given() -> None:
             "title": "a cause set by hand",
             "severity": "error",
             "findings": [0, 1],
-            "fix": {"command": "true", "argv": ["true"]},
+            "fix": {"command": "uv remove by-hand", "argv": ["uv", "remove", "by-hand"]},
         }
     ]
     assert document == check_document(run, diagnosis, {"prefix": "/env"})

@@ -15,7 +15,7 @@ import os
 import pytest
 
 from libdoctor.analysis.libraries import Provider, SystemOwners, analyse_libraries, system_owners
-from libdoctor.environment.ospackages import SystemPackage, SystemPackages
+from libdoctor.external.ospackages import SystemPackage, SystemPackages
 from libdoctor.loader.model import Resolution
 from support.libchain import ChainEnv
 

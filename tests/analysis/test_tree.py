@@ -14,8 +14,8 @@ from libdoctor.analysis.run import loader_context
 from libdoctor.analysis.tree import chain_to, dependency_tree, failing_imports, find_root
 from libdoctor.disk.stat import RealDisk
 from libdoctor.environment.model import build_environment
-from libdoctor.environment.ospackages import SystemPackages
 from libdoctor.errors import LibdoctorError
+from libdoctor.external.ospackages import SystemPackages
 from support.libchain import ChainEnv
 
 # --------------------------------------------------------------------------- the root

@@ -3,7 +3,7 @@ for the target's interpreter (what does not apply is excluded, not missing); fil
 hashed only with --deep; a lock that cannot be read is refused, not reported.
 
 On a real pip-installed env (``support.libchain``'s ``chainy`` 1.0); the lock is a
-requirements file written here. (Named for the verify run: ``tests/repair/test_lock.py`` is
+requirements file written here. (Named for the verify run: ``tests/repair/test_flock.py`` is
 the repair's flock.)
 """
 
@@ -15,8 +15,8 @@ import pytest
 
 from libdoctor.analysis.lock import LockReport, verify_lock
 from libdoctor.analysis.run import CheckOptions
-from libdoctor.environment.lockfile import LockfileError
 from libdoctor.environment.target import Target
+from libdoctor.external.lockfile import LockfileError
 from support.libchain import ChainEnv
 
 LOCK = """\

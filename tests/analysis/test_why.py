@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from libdoctor.analysis.why import explain_library, requests_for
-from libdoctor.environment.ospackages import SystemPackages
+from libdoctor.external.ospackages import SystemPackages
 from support.libchain import ChainEnv
 
 

@@ -131,7 +131,7 @@ def findings(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def conda_fix(prefix: Path, spec: str) -> list[str]:
-    from libdoctor.environment.installers import conda_exe
+    from libdoctor.external.installers import conda_exe
 
     head = [conda_exe(str(prefix)), "install", "--yes", "--prefix", str(prefix)]
     return [*head, "--force-reinstall", "--no-deps", spec]

@@ -467,8 +467,8 @@ def test_why_names_the_system_package_that_would_provide_a_missing_library(
     its file is gone (reinstall the package) or just not on the search path."""
     from libdoctor.analysis.tree import dependency_tree
     from libdoctor.analysis.why import explain_library
-    from libdoctor.environment.ospackages import SystemPackages
     from libdoctor.environment.target import discover
+    from libdoctor.external.ospackages import SystemPackages
     from libdoctor.report.tree import tree_text
     from libdoctor.report.why import why_json, why_text
 

@@ -10,15 +10,15 @@ import pytest
 
 from libdoctor.checks.lock import check_lock
 from libdoctor.disk.stat import RealDisk
-from libdoctor.environment.lockfile import (
+from libdoctor.environment.model import Environment, build_environment
+from libdoctor.environment.target import discover
+from libdoctor.external.lockfile import (
     Artifact,
     InstalledFrom,
     Lock,
     LockedPackage,
     Selection,
 )
-from libdoctor.environment.model import Environment, build_environment
-from libdoctor.environment.target import discover
 from support.venvs import VenvFactory, pip_install
 from support.wheels import WheelFactory
 

@@ -499,7 +499,7 @@ def test_every_install_spelling_is_planned(
 
 def test_a_libdoctor_bug_fails_open_and_says_so(breakable: Venv, cli: Cli) -> None:
     boot = (
-        "import sys, libdoctor.environment.invocation as i\n"
+        "import sys, libdoctor.external.invocation as i\n"
         "def boom(*a, **k): raise TypeError('boom')\n"
         "i.uninstall_asked = boom\n"
         "from libdoctor.cli.intercept import main\n"

@@ -3,7 +3,7 @@ in bounded memory and time, and never prints a line of a file outside the lock's
 
 Each case runs libdoctor under support.rss's launcher, which reports the child's own peak
 RSS (never the test's, which a child forked from it starts with). The limits named in the
-messages are the constants of ``environment.lockfile``.
+messages are the constants of ``external.lockfile``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import pytest
 
-from libdoctor.environment.lockfile import MAX_INCLUDE_DEPTH, MAX_INCLUDED_FILES
+from libdoctor.external.lockfile import MAX_INCLUDE_DEPTH, MAX_INCLUDED_FILES
 from support.rss import launched
 from support.venvs import REPO_ROOT, Venv, VenvFactory, libdoctor_env
 

@@ -7,8 +7,8 @@ import sys
 
 from libdoctor.analysis.lock import LockReport
 from libdoctor.checks.lock import LockCheck
-from libdoctor.environment.lockfile import Lock, LockedPackage, Selection
 from libdoctor.environment.target import SiteDir, Target
+from libdoctor.external.lockfile import Lock, LockedPackage, Selection
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.remedy import Uninstall, Via
 from libdoctor.report.lock import merged_fix, render_text

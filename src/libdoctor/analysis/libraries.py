@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from libdoctor.analysis.run import loader_context
 from libdoctor.disk.stat import RealDisk
 from libdoctor.environment.model import Environment, build_environment
-from libdoctor.environment.ospackages import SystemPackage, SystemPackages
 from libdoctor.environment.target import Target
+from libdoctor.external.ospackages import SystemPackage, SystemPackages
 from libdoctor.loader.extensions import LibraryAnalysis, analyse
 from libdoctor.loader.model import Resolution
 

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 from libdoctor.analysis.run import CheckOptions, compute_digests, model_and_states
 from libdoctor.checks.lock import LockCheck, check_lock
 from libdoctor.disk.stat import RealDisk
-from libdoctor.environment.lockfile import Lock, Selection, read_lock
-from libdoctor.environment.lockselect import SyncOptions, select
 from libdoctor.environment.requirements import marker_environment
 from libdoctor.environment.target import Target
+from libdoctor.external.lockfile import Lock, Selection, read_lock
+from libdoctor.external.lockselect import SyncOptions, select
 
 if TYPE_CHECKING:
     from libdoctor.disk.hashing import ProgressFactory

@@ -14,10 +14,10 @@ from libdoctor.analysis.libraries import SystemOwners, analyse_libraries, system
 from libdoctor.checks.libraries import framework_preloads
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.model import Environment
-from libdoctor.environment.ospackages import SystemPackages
 from libdoctor.environment.rooted import Rooted
 from libdoctor.environment.target import Target
 from libdoctor.errors import LibdoctorError
+from libdoctor.external.ospackages import SystemPackages
 from libdoctor.loader.dlopened import expected, runtime_edges
 from libdoctor.loader.extensions import (
     LibraryAnalysis,

@@ -25,8 +25,8 @@ from libdoctor.checks.libraries import (
 from libdoctor.checks.runtime import check_runtime_loads
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.model import Environment
-from libdoctor.environment.ospackages import SystemPackages
 from libdoctor.environment.target import Target
+from libdoctor.external.ospackages import SystemPackages
 from libdoctor.findings import Finding
 from libdoctor.loader.extensions import LibraryAnalysis
 from libdoctor.loader.imported import ImportContext, LoadedBefore

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from libdoctor.environment.distributions import Distribution, canonicalize_name
-from libdoctor.environment.lockfile import LockedPackage
 from libdoctor.environment.model import Environment
+from libdoctor.external.lockfile import LockedPackage
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.remedy import LockRemove
 from libdoctor.stack.cuda import CudaPackage, cuda_major_of

@@ -25,10 +25,10 @@ from libdoctor.checks.wording import (
 )
 from libdoctor.disk.stat import Disk, FileState
 from libdoctor.environment.distributions import EMPTY_RECORD, Distribution
-from libdoctor.environment.installers import reinstall
 from libdoctor.environment.model import Claim, Environment, EscapingPath
 from libdoctor.environment.paths import display, is_bytecode, is_native
 from libdoctor.environment.record import RecordProblem
+from libdoctor.external.installers import reinstall
 from libdoctor.findings import Finding, Fix, Severity
 from libdoctor.remedy import RemoveMetadata
 

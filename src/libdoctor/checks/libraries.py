@@ -19,11 +19,11 @@ from libdoctor.checks.requirements import missing_requirements
 from libdoctor.checks.wording import file_list
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, required_names
-from libdoctor.environment.installers import reinstall
 from libdoctor.environment.model import Environment, is_inside
 from libdoctor.environment.paths import display, is_native
 from libdoctor.environment.policy import is_driver_library
 from libdoctor.environment.requirements import RequirementIndex
+from libdoctor.external.installers import reinstall
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.loader.extensions import LibraryAnalysis, module_name
 from libdoctor.loader.imported import ImportContext, LoadedBefore, PackageLoads

@@ -33,8 +33,9 @@ from libdoctor.checks.verdict import Digests
 from libdoctor.checks.wording import plural, ref
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution
-from libdoctor.environment.installers import install, uninstall
-from libdoctor.environment.lockfile import (
+from libdoctor.environment.model import Environment
+from libdoctor.external.installers import install, uninstall
+from libdoctor.external.lockfile import (
     Artifact,
     InstalledFrom,
     Lock,
@@ -44,7 +45,6 @@ from libdoctor.environment.lockfile import (
     source_requirement,
     wheel_tags,
 )
-from libdoctor.environment.model import Environment
 from libdoctor.findings import Code, DistRef, Finding, Fix, Severity
 from libdoctor.remedy import Install
 

@@ -34,10 +34,10 @@ from typing import Any
 from libdoctor.checks.wording import about, plural, ref, repair_fix, severity_for
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution
-from libdoctor.environment.installers import install_like
 from libdoctor.environment.model import Environment
 from libdoctor.environment.paths import is_native
 from libdoctor.environment.requirements import Dependency, RequirementIndex
+from libdoctor.external.installers import install_like
 from libdoctor.findings import Code, Finding, Fix, Severity
 
 __all__ = ["check_requirements", "missing_requirements", "phantom_natives"]

@@ -22,9 +22,9 @@ from libdoctor.checks.verdict import Digests, judge
 from libdoctor.checks.wording import are, plural, severity_for
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution
-from libdoctor.environment.installers import reinstall, uninstall
 from libdoctor.environment.model import Claim, Environment
 from libdoctor.environment.paths import display, is_bytecode
+from libdoctor.external.installers import reinstall, uninstall
 from libdoctor.findings import Finding, Fix, Severity
 
 if TYPE_CHECKING:  # the keeper's evidence is read only for a finding: off check's start-up

@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 from libdoctor.checks.verdict import Digests, judge
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution
-from libdoctor.environment.installers import install_like, reinstall, uninstall
 from libdoctor.environment.model import Claim, Environment, is_inside
 from libdoctor.environment.paths import display, is_bytecode, is_native
 from libdoctor.environment.requirements import Pin, RequirementIndex
 from libdoctor.environment.rooted import Rooted
+from libdoctor.external.installers import install_like, reinstall, uninstall
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.remedy import Remedy
 from libdoctor.stack.cuda import CudaPackage, cuda_packages

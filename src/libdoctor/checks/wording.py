@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from libdoctor.environment.distributions import Distribution
-from libdoctor.environment.installers import reinstall_fix
 from libdoctor.environment.model import Environment
+from libdoctor.external.installers import reinstall_fix
 from libdoctor.findings import DistRef, Fix, Severity
 
 

@@ -24,8 +24,8 @@ from libdoctor.cli import common
 from libdoctor.cli import progress as bar
 
 if TYPE_CHECKING:
-    from libdoctor.environment.installers import InstallerOptions
     from libdoctor.environment.target import Target
+    from libdoctor.external.installers import InstallerOptions
     from libdoctor.repair.apply import ChangeOptions, GuardedResult, Outcome, Progress
     from libdoctor.whatif.plan import Plan, Step
 
@@ -62,7 +62,7 @@ def add_guarded_options(parser: argparse.ArgumentParser, *, verb: str, repair_he
 
 def installer_options(args: argparse.Namespace) -> InstallerOptions:
     """Local --find-links made absolute: the installer runs in another working directory."""
-    from libdoctor.environment.installers import InstallerOptions
+    from libdoctor.external.installers import InstallerOptions
 
     return InstallerOptions(
         find_links=tuple(os.path.abspath(p) if os.path.exists(p) else p for p in args.find_links),
@@ -127,8 +127,8 @@ def confirm(question: str, yes: bool, what: str) -> None:
 def refuse_unrunnable(target: Target, steps: Sequence[Step]) -> None:
     """A one-line error (exit 2) when a step could not run with the target's own interpreter:
     the plan names a placeholder, never a python PATH would pick, and nothing runs."""
-    from libdoctor.environment.installers import unrunnable
     from libdoctor.errors import LibdoctorError
+    from libdoctor.external.installers import unrunnable
 
     for step in steps:
         why = unrunnable(step.remedy, target)

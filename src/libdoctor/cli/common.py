@@ -16,8 +16,8 @@ from libdoctor.errors import LibdoctorError
 from libdoctor.findings import CODES, Finding, Severity
 
 if TYPE_CHECKING:
-    from libdoctor.environment.ospackages import SystemPackages
     from libdoctor.environment.target import Target
+    from libdoctor.external.ospackages import SystemPackages
     from libdoctor.loader.extensions import LoaderContext
 
 EXIT_OK = 0
@@ -226,7 +226,7 @@ def add_system_options(parser: argparse.ArgumentParser) -> None:
 def system_packages(args: argparse.Namespace, target: Target) -> SystemPackages:
     """The package databases of the system TARGET lives in, that ``why`` and ``tree`` join
     libraries outside the environment to."""
-    from libdoctor.environment.ospackages import SystemPackages
+    from libdoctor.external.ospackages import SystemPackages
 
     return SystemPackages(root=target.root, deep=args.deep)
 

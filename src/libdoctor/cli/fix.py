@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from libdoctor.cli import changes, common
 
 if TYPE_CHECKING:
-    from libdoctor.environment.installers import InstallerOptions
+    from libdoctor.external.installers import InstallerOptions
     from libdoctor.repair.apply import FixResult
 
 

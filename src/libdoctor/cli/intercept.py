@@ -24,13 +24,13 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal, NoReturn
 
-from libdoctor.environment.invocation import Invocation, read_invocation
 from libdoctor.errors import LibdoctorError
+from libdoctor.external.invocation import Invocation, read_invocation
 
 if TYPE_CHECKING:
     from libdoctor.environment.model import Environment
-    from libdoctor.environment.pip_input import Asked
     from libdoctor.environment.target import Target
+    from libdoctor.external.pip_input import Asked
     from libdoctor.loader.extensions import LoaderContext
     from libdoctor.whatif.plan import Plan
 
@@ -175,8 +175,8 @@ def _uninstalled_names(asked: Sequence[Asked], env: Environment) -> list[str]:
 
 def _plan_uninstall(invocation: Invocation, target: Target) -> tuple[Plan, str | None, str] | None:
     from libdoctor.disk.stat import RealDisk
-    from libdoctor.environment.invocation import uninstall_asked
     from libdoctor.environment.model import build_environment
+    from libdoctor.external.invocation import uninstall_asked
     from libdoctor.whatif.plan import guard_refusal, plan_uninstall
 
     asked = uninstall_asked(invocation, target.prefix, os.environ, os.getcwd())
@@ -193,7 +193,7 @@ def _plan_uninstall(invocation: Invocation, target: Target) -> tuple[Plan, str |
 
 def _plan_install(invocation: Invocation, target: Target) -> tuple[Plan, str | None, str]:
     from libdoctor.disk.hashing import default_cache_dir
-    from libdoctor.environment.invocation import config_requirements
+    from libdoctor.external.invocation import config_requirements
     from libdoctor.whatif.request import (
         InstallRequest,
         conflicts,

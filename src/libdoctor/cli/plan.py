@@ -143,9 +143,9 @@ def run_lock(args: argparse.Namespace) -> int:
 
 
 def _run_one_lock(args: argparse.Namespace, path: str) -> int:
-    from libdoctor.environment.index import PYPI
-    from libdoctor.environment.lockfile import package_lines
     from libdoctor.environment.tags import planned
+    from libdoctor.external.index import PYPI
+    from libdoctor.external.lockfile import package_lines
     from libdoctor.report import coinstall
     from libdoctor.whatif.lock import LockPlanOptions, plan_lock
 

@@ -15,7 +15,7 @@ from libdoctor.cli import common
 from libdoctor.cli import progress as bar
 
 if TYPE_CHECKING:
-    from libdoctor.environment.lockselect import SyncOptions
+    from libdoctor.external.lockselect import SyncOptions
 
 
 def add_sync_options(parser: Any) -> None:
@@ -85,7 +85,7 @@ COMMAND = common.Command(
 
 
 def sync_options(args: argparse.Namespace) -> SyncOptions:
-    from libdoctor.environment.lockselect import SyncOptions
+    from libdoctor.external.lockselect import SyncOptions
 
     return SyncOptions(
         extras=tuple(args.extra),

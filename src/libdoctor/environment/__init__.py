@@ -1,3 +1,3 @@
-"""The target and what is installed in it: interpreter, site dirs, distributions,
-RECORD, installers.
+"""The model of a target and what is installed in it: interpreter, site dirs, dist-info
+files, RECORD, distributions and who claims which path, requirements, wheels.
 """

@@ -25,9 +25,9 @@ from libdoctor.checks.wording import EXTERNAL_NOTE
 from libdoctor.disk.stat import Disk
 from libdoctor.elf.dynamic import ElfFormatError, read_elf
 from libdoctor.environment.distributions import Distribution
-from libdoctor.environment.installers import reinstall
 from libdoctor.environment.model import Claim, Environment, is_inside
 from libdoctor.environment.paths import display
+from libdoctor.external.installers import reinstall
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.loader.verify import ET_DYN, ET_EXEC
 from libdoctor.probe.child import (

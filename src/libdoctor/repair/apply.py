@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from libdoctor.analysis.run import filter_findings, run_checks
 from libdoctor.disk.stat import RealDisk
-from libdoctor.environment.installers import InstallerOptions, Notify
 from libdoctor.environment.model import build_environment
-from libdoctor.environment.process import checkpoint
+from libdoctor.external.installers import InstallerOptions, Notify
+from libdoctor.external.process import checkpoint
 from libdoctor.findings import Finding, Severity
 from libdoctor.repair.backup import backup_root
 from libdoctor.repair.retention import keep_count, prune

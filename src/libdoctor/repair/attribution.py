@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from libdoctor.bounded import read_file
-from libdoctor.environment.installers import INSTALLER_DROPPINGS
 from libdoctor.environment.record import parse_record
+from libdoctor.external.installers import INSTALLER_DROPPINGS
 from libdoctor.repair.journal import BackupInfo, Entry
 
 __all__ = ["RESTORE_TEMP", "Undo", "plan_undo", "records_written"]

@@ -22,11 +22,12 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from libdoctor.environment.installers import Notify
 from libdoctor.environment.model import is_inside
-from libdoctor.environment.process import checkpoint
 from libdoctor.errors import LibdoctorError
+from libdoctor.external.installers import Notify
+from libdoctor.external.process import checkpoint
 from libdoctor.repair.attribution import records_written
+from libdoctor.repair.flock import Lock
 from libdoctor.repair.journal import (
     AFTER,
     CHUNK,
@@ -48,7 +49,6 @@ from libdoctor.repair.journal import (
     skipped_note,
     write_json,
 )
-from libdoctor.repair.lock import Lock
 from libdoctor.repair.rollback import Guard, RestoreResult, rollback
 from libdoctor.repair.scope import write_refusal
 

@@ -21,10 +21,10 @@ import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from libdoctor.environment.installers import Notify
 from libdoctor.environment.model import is_inside
-from libdoctor.environment.process import checkpoint
 from libdoctor.errors import LibdoctorError
+from libdoctor.external.installers import Notify
+from libdoctor.external.process import checkpoint
 from libdoctor.repair.backup import BackupSession
 from libdoctor.stack.caches import CacheScan, Entry, kind_named
 

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 from libdoctor.analysis.run import run_checks
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, canonicalize_name
-from libdoctor.environment.installers import reinstall
 from libdoctor.environment.model import Environment
 from libdoctor.environment.target import Target
 from libdoctor.environment.wheel import read_wheel, wheel_distribution
+from libdoctor.external.installers import reinstall
 from libdoctor.findings import Finding, Severity
 from libdoctor.remedy import Reinstall, Uninstall
 from libdoctor.repair.targetdir import plan_folder_reinstall, shared_entries

@@ -39,9 +39,9 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from libdoctor.environment.model import GUARD_DIR, GUARD_MARKER
-from libdoctor.environment.process import checkpoint
 from libdoctor.environment.target import Target
 from libdoctor.errors import LibdoctorError
+from libdoctor.external.process import checkpoint
 
 __all__ = [
     "GUARD_DIR",

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field, replace
 from typing import BinaryIO
 
 from libdoctor.environment.model import is_inside
-from libdoctor.environment.process import checkpoint, still_running
 from libdoctor.errors import LibdoctorError
+from libdoctor.external.process import checkpoint, still_running
 from libdoctor.repair.attribution import RESTORE_TEMP, Undo, plan_undo
+from libdoctor.repair.flock import locked
 from libdoctor.repair.journal import (
     CHUNK,
     JOURNAL,
@@ -40,7 +41,6 @@ from libdoctor.repair.journal import (
     now,
     write_json,
 )
-from libdoctor.repair.lock import locked
 from libdoctor.repair.scope import write_refusal
 
 __all__ = ["Guard", "RestoreResult", "restore", "rollback"]

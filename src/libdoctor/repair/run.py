@@ -11,7 +11,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from libdoctor.disk.stat import Disk, RealDisk
-from libdoctor.environment.installers import (
+from libdoctor.environment.model import Environment, build_environment, is_inside
+from libdoctor.environment.target import Target
+from libdoctor.environment.wheel import read_wheel, wheel_distribution
+from libdoctor.errors import LibdoctorError
+from libdoctor.external.installers import (
     InstallerOptions,
     Notify,
     find_uv,
@@ -20,16 +24,12 @@ from libdoctor.environment.installers import (
     runnable_argv,
     unrunnable,
 )
-from libdoctor.environment.model import Environment, build_environment, is_inside
-from libdoctor.environment.process import (
+from libdoctor.external.process import (
     Terminated,
     quiet_signals,
     run_installer,
     terminated_by_signal,
 )
-from libdoctor.environment.target import Target
-from libdoctor.environment.wheel import read_wheel, wheel_distribution
-from libdoctor.errors import LibdoctorError
 from libdoctor.remedy import RUNNABLE
 from libdoctor.repair.backup import BackupSession
 from libdoctor.repair.journal import BackupInfo

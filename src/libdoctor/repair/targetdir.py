@@ -10,7 +10,7 @@ is refused when an entry holds files no RECORD claims (they would be lost) or is
 (pip leaves those alone: nothing would be repaired).
 
 Which entries a distribution's files are under, and who comes along, is the installer's
-knowledge (``environment.installers``); what is on disk there now is read here.
+knowledge (``external.installers``); what is on disk there now is read here.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from libdoctor.environment.distributions import Distribution
-from libdoctor.environment.installers import folder_companions
 from libdoctor.environment.model import Environment
 from libdoctor.environment.paths import display, is_bytecode
+from libdoctor.external.installers import folder_companions
 
 __all__ = ["FolderReinstall", "plan_folder_reinstall", "replaced_files", "shared_entries"]
 

@@ -19,7 +19,7 @@ from libdoctor.report.text import Line, to_string
 from libdoctor.version import __version__
 
 if TYPE_CHECKING:
-    from libdoctor.environment.installers import InstallerOptions
+    from libdoctor.external.installers import InstallerOptions
     from libdoctor.findings import Finding
     from libdoctor.repair.apply import FixResult, Outcome
     from libdoctor.repair.fix import FixPlan

@@ -18,7 +18,7 @@ from libdoctor.environment.paths import display
 if TYPE_CHECKING:
     from libdoctor.analysis.libraries import Provider, SystemOwners
     from libdoctor.environment.model import Environment
-    from libdoctor.environment.ospackages import SystemPackage
+    from libdoctor.external.ospackages import SystemPackage
     from libdoctor.loader.model import Resolution
 
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from libdoctor.analysis.shown import shown_by_default
 from libdoctor.checks.wording import plural
 from libdoctor.document import named
-from libdoctor.environment.installers import InstallerOptions
 from libdoctor.environment.paths import display
+from libdoctor.external.installers import InstallerOptions
 from libdoctor.repair.run import step_argv
 from libdoctor.report import json as json_report
 from libdoctor.report.text import PATHS_SHOWN, Line, finding_lines, to_string

@@ -4,7 +4,7 @@ An extension module's DT_NEEDED, DT_RPATH and DT_RUNPATH live in its dynamic sec
 linker puts behind ``.text``, inside a deflated zip member. Only a member's compressed bytes
 are fetched, by range, and inflated from its start only as far as the ELF parser
 (``elf.dynamic.parse_elf_at``) reads: the header and program headers, then on to the
-dynamic array and the string table it points into (``environment.member.MemberView``).
+dynamic array and the string table it points into (``external.member.MemberView``).
 
 Which members: Python extension modules only, the files importlib would load as such and a
 library is not named like (``*.cpython-311-x86_64-linux-gnu.so``, ``*.abi3.so``, and a
@@ -35,11 +35,11 @@ from typing import Any, BinaryIO
 
 from libdoctor.checks.linkage import LockedExtension, UnreadExtension
 from libdoctor.elf.dynamic import ElfFormatError, parse_elf_at
-from libdoctor.environment.member import MemberError, MemberView, member_data
 from libdoctor.environment.model import Environment
 from libdoctor.environment.policy import system_libraries
 from libdoctor.environment.record import RecordEntry
-from libdoctor.environment.remote import RemoteMembers, cached_note, save_note
+from libdoctor.external.member import MemberError, MemberView, member_data
+from libdoctor.external.remote import RemoteMembers, cached_note, save_note
 from libdoctor.whatif.threads import WORKERS, each
 
 __all__ = ["MEMBER_CAP", "PLAN_FLOOR", "PLAN_SHARE", "Linkage", "WheelSource", "read_linkage"]

@@ -4,7 +4,7 @@ Read the lock and select what applies to the planned interpreter and platform (a
 --lock`` selects, ``uv sync``'s flags included); for each package choose the wheel the
 installer would choose for that platform's tags (a pinned requirement's wheels are found on
 the index; only an sdist: "cannot tell"); read each wheel's file list and RECORD by range
-(``environment.remote``, its cache keyed by sha256), the lock's hash checked first against
+(``external.remote``, its cache keyed by sha256), the lock's hash checked first against
 the index's; place them all in a model of the environment-to-be and run the co-install
 checks (``checks.coinstall``). Wheels are read on a few threads (``whatif.threads``).
 """
@@ -22,15 +22,15 @@ from dataclasses import dataclass, replace
 from libdoctor.checks.coinstall import LockFix, cuda_majors, path_conflicts, unmet_requirements
 from libdoctor.checks.linkage import unread_extensions, unresolved_libraries
 from libdoctor.environment.distributions import canonicalize_name
-from libdoctor.environment.index import PYPI, project_files, release_files
-from libdoctor.environment.lockfile import Lock, LockedPackage, Selection, read_lock
-from libdoctor.environment.lockselect import SyncOptions, select
 from libdoctor.environment.model import Environment, build_environment
-from libdoctor.environment.remote import RemoteRead, cached_wheel, read_remote_wheel
 from libdoctor.environment.tags import PlannedPlatform, choose_wheel
 from libdoctor.environment.target import SiteDir, Target
 from libdoctor.environment.wheel import read_wheel, wheel_distribution
 from libdoctor.errors import LibdoctorError
+from libdoctor.external.index import PYPI, project_files, release_files
+from libdoctor.external.lockfile import Lock, LockedPackage, Selection, read_lock
+from libdoctor.external.lockselect import SyncOptions, select
+from libdoctor.external.remote import RemoteRead, cached_wheel, read_remote_wheel
 from libdoctor.findings import DistRef, Finding, Severity
 from libdoctor.stack.frameworks import FrameworkBuild, detect_frameworks
 from libdoctor.whatif.linkage import Linkage, WheelSource, read_linkage

@@ -23,13 +23,13 @@ from libdoctor.digests import spell_hash
 from libdoctor.disk.hashing import hash_file
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, canonicalize_name
-from libdoctor.environment.installers import reinstall, uninstall
 from libdoctor.environment.model import Environment
 from libdoctor.environment.paths import display
 from libdoctor.environment.record import RecordEntry
 from libdoctor.environment.target import Target
 from libdoctor.environment.wheel import WheelFile, misplaced_members, wheel_distribution
 from libdoctor.errors import LibdoctorError
+from libdoctor.external.installers import reinstall, uninstall
 from libdoctor.findings import DistRef, Finding, Severity
 from libdoctor.remedy import Remedy, merge_reinstalls
 from libdoctor.remedy import argv as argv_of

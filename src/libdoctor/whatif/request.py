@@ -4,7 +4,7 @@ that would undo its damage.
 
 ``plan install``, the guarded ``install`` and the guard's wrappers all plan through
 ``plan_request``: the one place that asks the target's pip what a requirement resolves to
-(``whatif.resolve``) and hands the wheels to ``plan_install``.
+(``external.resolve``) and hands the wheels to ``plan_install``.
 """
 
 from __future__ import annotations
@@ -17,12 +17,6 @@ from typing import TYPE_CHECKING
 
 from libdoctor.disk.stat import RealDisk
 from libdoctor.environment.distributions import Distribution, canonicalize_name
-from libdoctor.environment.installers import (
-    InstallerOptions,
-    Notify,
-    env_installer,
-    request_install,
-)
 from libdoctor.environment.model import Environment, build_environment
 from libdoctor.environment.paths import is_native
 from libdoctor.environment.target import Target
@@ -32,11 +26,17 @@ from libdoctor.environment.wheel import (
     read_wheel,
     wheel_distribution,
 )
+from libdoctor.external.installers import (
+    InstallerOptions,
+    Notify,
+    env_installer,
+    request_install,
+)
+from libdoctor.external.resolve import WheelProgress, resolve_requirements
 from libdoctor.findings import Finding, Severity
 from libdoctor.stack.cuda import is_cuda_package_name
 from libdoctor.stack.frameworks import framework_spec
 from libdoctor.whatif.plan import Plan, Step, diff_findings, plan_install, reinstall_together
-from libdoctor.whatif.resolve import WheelProgress, resolve_requirements
 from libdoctor.whatif.simulation import Simulation
 
 if TYPE_CHECKING:

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 from libdoctor.analysis.run import run_checks
 from libdoctor.disk.stat import MISSING, Disk, FileState
 from libdoctor.environment.distributions import EMPTY_RECORD, Distribution
-from libdoctor.environment.installers import reinstall
 from libdoctor.environment.metadata import script_names
 from libdoctor.environment.model import Environment, build_environment, is_inside
 from libdoctor.environment.record import RecordEntry
 from libdoctor.environment.target import Target
 from libdoctor.errors import LibdoctorError
+from libdoctor.external.installers import reinstall
 from libdoctor.findings import Finding
 from libdoctor.remedy import argv
 

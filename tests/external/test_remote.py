@@ -1,4 +1,4 @@
-"""A wheel read from a real HTTP server by range requests (``environment.remote``): the same
+"""A wheel read from a real HTTP server by range requests (``external.remote``): the same
 ``WheelFile`` as reading the file, for a fraction of its bytes; the full download when the
 server ignores ranges; the cache; one-line errors for every way the network or the zip fails.
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from libdoctor.environment.remote import RangeFile, read_remote_wheel
 from libdoctor.environment.wheel import WheelFile, read_wheel
 from libdoctor.errors import LibdoctorError
+from libdoctor.external.remote import RangeFile, read_remote_wheel
 from support.httpindex import FileServer, serve
 from support.wheels import build_wheel
 
@@ -209,7 +209,7 @@ def test_a_download_that_does_not_match_the_index_sha256_is_refused(
 def test_range_file_fetches_only_what_it_lacks(wheels: dict[str, Path], server: FileServer) -> None:
     """The reader's own bookkeeping: reads inside fetched spans cost nothing, a prefetch of
     near ranges is one request, and every byte is the file's."""
-    from libdoctor.environment.remote import Http
+    from libdoctor.external.remote import Http
 
     data = wheels["big"].read_bytes()
     url = server.add("/files/big.whl", data)

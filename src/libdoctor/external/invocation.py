@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from libdoctor.environment.installers import InstallerOptions
-from libdoctor.environment.pip_input import (
+from libdoctor.external.installers import InstallerOptions
+from libdoctor.external.pip_input import (
     PIP_GENERAL,
     PIP_INSTALL,
     PIP_UNINSTALL,

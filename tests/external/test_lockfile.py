@@ -1,4 +1,4 @@
-"""Lock files read into values (``environment.lockfile``), and which packages apply here.
+"""Lock files read into values (``external.lockfile``), and which packages apply here.
 
 The files are written the way the tools write them (``uv lock``, ``uv export --format
 pylock.toml``, ``pip lock``, pip-compile's ``--generate-hashes``); the real tools' own output
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from libdoctor.environment.lockfile import (
+from libdoctor.external.lockfile import (
     LockfileError,
     installed_from,
     read_lock,
     wheel_tags,
 )
-from libdoctor.environment.lockselect import SyncOptions, select
+from libdoctor.external.lockselect import SyncOptions, select
 
 HERE = {
     "python_version": f"{sys.version_info.major}.{sys.version_info.minor}",
@@ -331,7 +331,7 @@ def test_what_a_dist_info_says_of_its_artifact(
 def test_requirements_sources_are_read_as_their_source(tmp_path: Path) -> None:
     """``NAME @ git+URL@COMMIT``, a URL, a file, ``-e`` a directory (named by its
     pyproject.toml or ``#egg=``): each keeps its source, and the fix installs it."""
-    from libdoctor.environment.lockfile import source_requirement
+    from libdoctor.external.lockfile import source_requirement
 
     commit = "c" * 40
     (tmp_path / "local").mkdir()

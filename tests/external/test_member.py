@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from libdoctor.elf.dynamic import parse_elf, parse_elf_at
-from libdoctor.environment.member import DEFLATED, STORED, MemberError, MemberView
+from libdoctor.external.member import DEFLATED, STORED, MemberError, MemberView
 from support.cc import compile_lib
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from libdoctor.environment.installers import installer_env, unrunnable
 from libdoctor.environment.target import SiteDir, Target
+from libdoctor.external.installers import installer_env, unrunnable
 from libdoctor.remedy import Install, Pin, Reinstall, Uninstall, Via
 from support.repairs import Cli, check_errors
 from support.venvs import SRC_DIR, VenvFactory, uv_install, uv_path
@@ -72,7 +72,7 @@ def test_the_installer_environment_cannot_redirect_the_install() -> None:
 
 _FIND_UV = """
 import sys
-from libdoctor.environment.installers import find_uv, runnable_argv
+from libdoctor.external.installers import find_uv, runnable_argv
 from libdoctor.errors import LibdoctorError
 import os
 try:

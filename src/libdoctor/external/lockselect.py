@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from libdoctor.environment.distributions import canonicalize_name
-from libdoctor.environment.lockfile import (
+from libdoctor.external.lockfile import (
     DefaultGroups,
     Edge,
     Exclusion,

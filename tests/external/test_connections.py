@@ -1,4 +1,4 @@
-"""Kept connections (``environment.connections``) under ``remote.Http``, against a real
+"""Kept connections (``external.connections``) under ``remote.Http``, against a real
 HTTP/1.1 server on 127.0.0.1 that counts the connections it accepts: several requests and
 several wheels on one connection, the same bytes as the plain path (``Pool(0)``: a
 connection per request), a server that closes kept connections without saying so, a
@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from libdoctor.environment import connections
-from libdoctor.environment.connections import Pool, Route
-from libdoctor.environment.remote import Http, read_remote_wheel
 from libdoctor.environment.wheel import read_wheel
 from libdoctor.errors import LibdoctorError
+from libdoctor.external import connections
+from libdoctor.external.connections import Pool, Route
+from libdoctor.external.remote import Http, read_remote_wheel
 from support.httpindex import FileServer, serve
 from support.wheels import build_wheel
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from libdoctor.environment.distributions import canonicalize_name
-from libdoctor.environment.invocation import read_invocation
-from libdoctor.environment.pip_input import (
+from libdoctor.external.invocation import read_invocation
+from libdoctor.external.pip_input import (
     PIP_GENERAL,
     PIP_INSTALL,
     PIP_UNINSTALL,

@@ -24,8 +24,8 @@ from http.client import HTTPException
 from libdoctor.bounded import loads_json, read_file
 from libdoctor.environment.distributions import canonicalize_name
 from libdoctor.environment.parsed import write_atomic
-from libdoctor.environment.remote import Http
 from libdoctor.errors import LibdoctorError
+from libdoctor.external.remote import Http
 
 __all__ = ["MAX_PAGE", "PYPI", "IndexFile", "project_files", "release_files"]
 

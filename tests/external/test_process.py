@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from libdoctor.environment.process import run_installer, still_running
+from libdoctor.external.process import run_installer, still_running
 
 
 def _gone(pid: int) -> bool:
@@ -47,7 +47,7 @@ def test_the_child_dies_with_its_parent_even_by_sigkill(tmp_path: Path) -> None:
     pidfile = tmp_path / "child.pid"
     child = f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
     parent = (
-        "import os, sys; from libdoctor.environment.process import run_installer; "
+        "import os, sys; from libdoctor.external.process import run_installer; "
         f"run_installer([sys.executable, '-c', {child!r}], dict(os.environ), False)"
     )
     proc = subprocess.Popen([sys.executable, "-c", parent])

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from libdoctor.environment import remote
-from libdoctor.environment.remote import read_remote_wheel
 from libdoctor.environment.wheel import MAX_MEMBERS, read_wheel
 from libdoctor.errors import LibdoctorError
+from libdoctor.external import remote
+from libdoctor.external.remote import read_remote_wheel
 from support.bombs import bomb_wheel, hostile_wheel, lie_about_size, many_members_wheel
 from support.httpindex import Answer, FileServer, requested_range, serve
 from support.rss import run_python
@@ -30,7 +30,7 @@ INFLATED = 256 << 20  # a RECORD bomb: past the member bound, and past RSS_BOUND
 
 READ = """
 import sys
-from libdoctor.environment.remote import read_remote_wheel
+from libdoctor.external.remote import read_remote_wheel
 from libdoctor.errors import LibdoctorError
 try:
     read = read_remote_wheel(sys.argv[1])

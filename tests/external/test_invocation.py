@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from libdoctor.environment.installers import InstallerOptions
-from libdoctor.environment.invocation import read_invocation, uninstall_asked
+from libdoctor.external.installers import InstallerOptions
+from libdoctor.external.invocation import read_invocation, uninstall_asked
 
 
 @pytest.mark.parametrize(

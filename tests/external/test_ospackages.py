@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from libdoctor.environment.ospackages import SystemPackage, SystemPackages
 from libdoctor.environment.paths import realpath_under
+from libdoctor.external.ospackages import SystemPackage, SystemPackages
 
 MULTIARCH = "usr/lib/x86_64-linux-gnu"
 

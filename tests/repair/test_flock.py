@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from libdoctor.errors import LibdoctorError
-from libdoctor.repair.lock import Lock, lock_directory, locked
+from libdoctor.repair.flock import Lock, lock_directory, locked
 
 
 def make_env(root: Path) -> Path:
@@ -47,7 +47,7 @@ def test_another_process_meets_the_lock_and_it_ends_with_its_holder(tmp_path: Pa
     when the holder dies the kernel releases it."""
     make_env(tmp_path / "env")
     code = (
-        "import sys; from libdoctor.repair.lock import Lock; "
+        "import sys; from libdoctor.repair.flock import Lock; "
         "from libdoctor.errors import LibdoctorError\n"
         "try:\n    Lock(sys.argv[1])\nexcept LibdoctorError as e:\n    print(e); sys.exit(3)"
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from libdoctor.environment.lockfile import installed_from
+from libdoctor.external.lockfile import installed_from
 
 pip_direct_url = pytest.importorskip("pip._internal.models.direct_url")
 

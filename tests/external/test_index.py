@@ -1,4 +1,4 @@
-"""``environment.index``'s release filter against its reference: the quick one (each
+"""``external.index``'s release filter against its reference: the quick one (each
 version field parsed once, the matches parsed whole) picks exactly the files that parsing
 every file name whole picks."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from libdoctor.environment.index import _is_version, _of_version
+from libdoctor.external.index import _is_version, _of_version
 
 NAMES = [
     "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl",

@@ -73,7 +73,7 @@ def _table(text: str) -> OptionTable:
 
 
 # The union of pip 23.2's and pip 26's tables (an option a pip dropped stays: an older pip
-# still reads it), from cmdoptions; tests/environment/test_pip_input.py checks them against
+# still reads it), from cmdoptions; tests/external/test_pip_input.py checks them against
 # the real pip's parsers.
 PIP_GENERAL = _table("""
     -h --help, --debug, --isolated, --require-virtualenv --require-venv, --python=,

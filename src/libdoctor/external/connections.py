@@ -12,7 +12,7 @@ its own connection, lookup and TLS context, the plain path beside it that the te
 the pool with. A forked child starts with an empty pool.
 
 Nothing here knows a request: what may be sent on a connection (credentials, which origin)
-and how long a wait may be are ``environment.remote``'s, decided per request.
+and how long a wait may be are ``external.remote``'s, decided per request.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ The standard library only (http.client): proxies (``*_proxy``, ``no_proxy``) and
 certificates (``SSL_CERT_FILE``) as urllib takes them by default; credentials from the URL's
 userinfo, or from an index URL on the same host (pip's report names files without them),
 sent as basic auth and never along a redirect. Connections are kept open between requests
-and wheels (``environment.connections``: one lookup, one TLS handshake per connection, not
+and wheels (``external.connections``: one lookup, one TLS handshake per connection, not
 per request). Every failure is one ``LibdoctorError`` line.
 
 A server is not trusted to be honest or quick: no answer is read past the bytes asked for,
@@ -50,9 +50,7 @@ from http.client import HTTPException, HTTPResponse, IncompleteRead
 from typing import Any, BinaryIO, Literal, cast
 
 from libdoctor.bounded import loads_json, read_file
-from libdoctor.environment.connections import POOL, Pool, Route
 from libdoctor.environment.distributions import canonicalize_name
-from libdoctor.environment.member import MemberError, member_data
 from libdoctor.environment.parsed import write_atomic
 from libdoctor.environment.record import RecordEntry
 from libdoctor.environment.wheel import (
@@ -63,6 +61,8 @@ from libdoctor.environment.wheel import (
     wheel_from_archive,
 )
 from libdoctor.errors import LibdoctorError
+from libdoctor.external.connections import POOL, Pool, Route
+from libdoctor.external.member import MemberError, member_data
 from libdoctor.version import __version__
 
 __all__ = [
@@ -307,7 +307,7 @@ _GONE = (ConnectionError, http.client.BadStatusLine)
 
 class Http:
     """GET requests for one URL, every one of them within one deadline, on the pool's kept
-    connections (``environment.connections``); redirects followed; counts what came."""
+    connections (``external.connections``); redirects followed; counts what came."""
 
     def __init__(
         self,
@@ -730,7 +730,7 @@ def _too_big(what: str) -> str:
 class RemoteMembers:
     """A wheel's members read in part, by range after its central directory: where
     ``read_remote_wheel`` reads the dist-info whole, this gives a ``Fetch`` of one member's
-    compressed data for ``environment.member.MemberView`` to inflate as far as it needs."""
+    compressed data for ``external.member.MemberView`` to inflate as far as it needs."""
 
     def __init__(
         self,

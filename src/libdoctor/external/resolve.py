@@ -1,6 +1,6 @@
 """What ``pip install REQ...`` would install into a target, asked of the target's own pip
 (``pip install --dry-run --report -``), and the wheels it names read from their index by range
-requests (``environment.remote``): the central directory, METADATA and RECORD, never the body.
+requests (``external.remote``): the central directory, METADATA and RECORD, never the body.
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from libdoctor.environment.installers import (
+from libdoctor.environment.target import Target
+from libdoctor.environment.wheel import WheelFile, read_wheel
+from libdoctor.errors import LibdoctorError
+from libdoctor.external.installers import (
     InstallerOptions,
     Notify,
     installer_env,
     pip_command,
 )
-from libdoctor.environment.remote import RemoteRead, read_remote_wheel
-from libdoctor.environment.target import Target
-from libdoctor.environment.wheel import WheelFile, read_wheel
-from libdoctor.errors import LibdoctorError
+from libdoctor.external.remote import RemoteRead, read_remote_wheel
 
 __all__ = ["ResolvedWheels", "WheelProgress", "resolve_requirements"]
 
