@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,12 +31,11 @@ from libdoctor.checks.verdict import Digests, judge
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.model import Claim, Environment, is_inside
-from libdoctor.environment.paths import display, is_bytecode, is_native
-from libdoctor.environment.requirements import Pin, RequirementIndex
+from libdoctor.environment.paths import display, is_native
+from libdoctor.environment.requirements import Pin, RequirementIndex, Requirers
 from libdoctor.environment.rooted import Rooted
-from libdoctor.external.installers import install_like, reinstall, uninstall
+from libdoctor.external.installers import install_like, reinstall, removal
 from libdoctor.findings import DistRef, Finding, Fix, Severity
-from libdoctor.remedy import Remedy
 from libdoctor.stack.cuda import CudaPackage, cuda_packages
 from libdoctor.stack.frameworks import FrameworkBuild, Reader, detect_frameworks, env_reader
 from libdoctor.stack.preload import TorchStart, replay_preloads, torch_extension
@@ -63,12 +62,15 @@ def _names(dists: Iterable[Distribution]) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class StackAnalysis:
-    """What the stack checks (and ``libdoctor probe``) know about the environment."""
+    """What the stack checks (and ``libdoctor probe``) know about the environment, read
+    once a run: the checks judge these values."""
 
     builds: tuple[FrameworkBuild, ...]
     requirements: RequirementIndex
     choices: dict[str, ModelChoice]  # torch metadata_dir -> preload model choice
     starts: dict[str, TorchStart]  # torch metadata_dir -> replayed start (with a loader)
+    cuda: tuple[CudaPackage, ...]  # every CUDA package, when a framework is built for CUDA
+    pins: Mapping[str, tuple[Pin, ...]]  # framework metadata_dir -> its exact pins
 
 
 def analyse_stack(
@@ -82,11 +84,13 @@ def analyse_stack(
     READER: the files (``env_reader``: in the system the environment is read in)."""
     reader = env_reader(env) if reader is None else reader
     builds = tuple(detect_frameworks(env, reader))
+    cuda = tuple(cuda_packages(env)) if any(b.cuda_major is not None for b in builds) else ()
     requirements = RequirementIndex(env) if requirements is None else requirements
+    pins = {b.dist.metadata_dir: tuple(requirements.pins(b.dist)) for b in builds}
     sys_path = [site.path for site in env.target.site_dirs]
     start = (analysis.loader, analysis.process) if analysis is not None else None
     choices, starts = replay_preloads(builds, reader, sys_path, disk, start)
-    return StackAnalysis(builds, requirements, choices, starts)
+    return StackAnalysis(builds, requirements, choices, starts, cuda, pins)
 
 
 def check_stack(
@@ -133,24 +137,16 @@ def removal_fix(env: Environment, removed: Sequence[Distribution], note: str = "
     removed = [d for d in removed if not d.external]
     if not removed:
         return None
-    gone = {d.metadata_dir for d in removed}
-    deleted = {c.path for d in removed for c in env.claims_of(d) if not is_bytecode(c.path)}
-    damaged: dict[str, Distribution] = {}
-    for path in sorted(deleted):
-        for claim in env.claims.get(path, ()):
-            if claim.dist.metadata_dir not in gone:
-                damaged.setdefault(claim.dist.metadata_dir, claim.dist)
-    steps: list[Remedy] = [uninstall(d, env.target) for d in removed]
-    steps += [reinstall(d, env.target) for d in damaged.values() if not d.external]
-    if damaged:
-        names = _names(damaged.values())
+    plan = removal(removed, env)
+    if plan.damaged:
+        names = sorted({d.name for d in plan.damaged})
         text = (
             f"the uninstall deletes files that {', '.join(names)} also "
             f"{'claims' if len(names) == 1 else 'claim'}; the reinstall puts them back"
         )
     else:
         text = "the uninstall deletes no file another distribution claims"
-    return Fix(tuple(steps), note=f"{note}; {text}" if note else text)
+    return Fix(plan.remedies, note=f"{note}; {text}" if note else text)
 
 
 # --------------------------------------------------------------------------- cuda-mixed-major
@@ -189,48 +185,48 @@ def _mixed_major(env: Environment, stack: StackAnalysis) -> list[Finding]:
         )
     framework_dirs = {b.dist.metadata_dir for b in stack.builds}
     groups: dict[int, list[CudaPackage]] = defaultdict(list)
-    for package in cuda_packages(env):
+    for package in stack.cuda:
         if package.major not in majors and package.dist.metadata_dir not in framework_dirs:
             groups[package.major].append(package)
+    requirers = {
+        p.dist.metadata_dir: stack.requirements.requirers(p.dist)
+        for packages in groups.values()
+        for p in packages
+    }
     for major, packages in sorted(groups.items()):
-        findings.append(_mixed_group(env, stack, builds, major, packages))
+        findings.append(_mixed_group(env, requirers, builds, major, packages))
     return findings
 
 
 def _removable(
-    packages: Sequence[CudaPackage], stack: StackAnalysis
-) -> tuple[list[Distribution], dict[str, list[Distribution]]]:
-    """Members nothing outside the removal set requires (fixpoint), and who requires each."""
-    required = {p.dist.metadata_dir: stack.requirements.required_by(p.dist) for p in packages}
+    packages: Sequence[CudaPackage], requirers: Mapping[str, Requirers]
+) -> list[Distribution]:
+    """Members nothing outside the removal set requires (fixpoint)."""
     removable = {p.dist.metadata_dir for p in packages if not p.dist.external}
     changed = True
     while changed:
         changed = False
         for key in list(removable):
-            if any(r.metadata_dir not in removable for r in required[key]):
+            if any(r.metadata_dir not in removable for r in requirers[key].dists):
                 removable.discard(key)
                 changed = True
-    return [p.dist for p in packages if p.dist.metadata_dir in removable], required
+    return [p.dist for p in packages if p.dist.metadata_dir in removable]
 
 
 def _mixed_group(
     env: Environment,
-    stack: StackAnalysis,
+    requirers: Mapping[str, Requirers],
     builds: Sequence[FrameworkBuild],
     major: int,
     packages: Sequence[CudaPackage],
 ) -> Finding:
-    removable, required = _removable(packages, stack)
+    removable = _removable(packages, requirers)
     removable_dirs = {d.metadata_dir for d in removable}
     frameworks = ", ".join(b.display for b in builds)
     parts = []
     for package in packages:
-        users = required[package.dist.metadata_dir]
-        who = (
-            f"required by {stack.requirements.requirers_text(package.dist)}"
-            if users
-            else "required by nothing: a leftover"
-        )
+        users = requirers[package.dist.metadata_dir]
+        who = f"required by {users.text}" if users.dists else "required by nothing: a leftover"
         parts.append(f"{package.dist.display} ({who})")
     n = len(packages)
     message = (
@@ -241,7 +237,7 @@ def _mixed_group(
     note = ""
     if kept:
         note = "keeps " + "; ".join(
-            f"{d.name}, required by {stack.requirements.requirers_text(d)}" for d in kept
+            f"{d.name}, required by {requirers[d.metadata_dir].text}" for d in kept
         )
         message += " Uninstalling the leftovers is the fix; mind what else they share paths with."
     fix = removal_fix(env, removable, note) if removable else None
@@ -262,8 +258,8 @@ def _mixed_group(
                     "version": p.dist.version,
                     "major": p.major,
                     "evidence": p.evidence,
-                    "required_by": _names(required[p.dist.metadata_dir]),
-                    "leftover": not required[p.dist.metadata_dir],
+                    "required_by": _names(requirers[p.dist.metadata_dir].dists),
+                    "leftover": not requirers[p.dist.metadata_dir].dists,
                     "uninstalled_by_fix": p.dist.metadata_dir in removable_dirs,
                 }
                 for p in packages
@@ -279,7 +275,7 @@ def _mixed_group(
 def _pin_mismatch(env: Environment, stack: StackAnalysis) -> list[Finding]:
     findings = []
     for build in stack.builds:
-        for pin in stack.requirements.pins(build.dist):
+        for pin in stack.pins[build.dist.metadata_dir]:
             if pin.satisfied:
                 continue
             findings.append(_pin_finding(env, build, pin))
@@ -449,7 +445,7 @@ def _foreign_bytes(
     findings: list[Finding] = []
     roots = [site.path for site in env.target.site_dirs]
     for build in stack.builds:
-        pins = [p for p in stack.requirements.pins(build.dist) if p.satisfied]
+        pins = [p for p in stack.pins[build.dist.metadata_dir] if p.satisfied]
         ships: dict[str, list[tuple[Pin, Distribution, str]]] = defaultdict(list)
         pinned: dict[str, tuple[Pin, Distribution]] = {}
         for pin in pins:
@@ -585,8 +581,8 @@ def _foreign_fix(
     pinned: dict[str, tuple[Pin, Distribution]],
 ) -> tuple[Fix | None, str]:
     if owner is not None and owner.metadata_dir not in pinned and not owner.external:
-        users = stack.requirements.required_by(owner)
-        if not users:
+        users = stack.requirements.requirers(owner)
+        if not users.dists:
             fix = removal_fix(env, [owner], note=f"{owner.name} is required by nothing")
             return fix, f"{owner.name} is required by nothing: uninstalling it is the fix."
         if pinned_dist.external:
@@ -594,9 +590,9 @@ def _foreign_fix(
         return (
             Fix(
                 (reinstall(pinned_dist, env.target),),
-                note=f"{owner.name} stays: required by {stack.requirements.requirers_text(owner)}",
+                note=f"{owner.name} stays: required by {users.text}",
             ),
-            f"{owner.name} is required by {stack.requirements.requirers_text(owner)}.",
+            f"{owner.name} is required by {users.text}.",
         )
     if pinned_dist.external:
         return None, ""

@@ -43,6 +43,7 @@ __all__ = [
     "Dependency",
     "Pin",
     "RequirementIndex",
+    "Requirers",
     "marker_environment",
     "parse_requirement",
     "version_in",
@@ -188,6 +189,15 @@ class _Parsed:
     deferred: dict[str, list[str]]  # extra -> EXTRA_ONLY lines, not parsed yet
     invalid: list[tuple[str, str]]  # (line, why)
     by_extra: dict[str, list[Requirement]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Requirers:
+    """Who requires a distribution (``required_by``) and how, as said (``requirers_text``;
+    "" when nothing does)."""
+
+    dists: tuple[Distribution, ...]
+    text: str
 
 
 class RequirementIndex:
@@ -398,6 +408,11 @@ class RequirementIndex:
             why = self.why(dep) if dep.extra is not None else ""
             parts[f"{dep.requirer.name} ({dep.requirement}{' ' + why if why else ''})"] = None
         return ", ".join(sorted(parts))
+
+    def requirers(self, dist: Distribution) -> Requirers:
+        """``required_by`` and ``requirers_text`` of DIST, in one value."""
+        dists = tuple(self.required_by(dist))
+        return Requirers(dists, self.requirers_text(dist) if dists else "")
 
     def why(self, dep: Dependency) -> str:
         """What made DEP apply: "" when unconditional, else its extra and that extra's

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from libdoctor.environment.distributions import Distribution
+from libdoctor.environment.model import Environment
+from libdoctor.environment.paths import is_bytecode
 from libdoctor.environment.target import Target, find_python
 from libdoctor.errors import LibdoctorError
 from libdoctor.findings import Fix
@@ -179,6 +181,31 @@ def uninstall(dist: Distribution, target: Target) -> Uninstall:
     if via.installer == "conda" and dist.conda_spec:
         return Uninstall(dist.conda_spec.split("=")[0], via)
     return Uninstall(dist.name, via)
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """The uninstall of some distributions, then the reinstall of every other distribution
+    it damages (``damaged``, external ones included; those are not reinstalled)."""
+
+    remedies: tuple[Remedy, ...]
+    damaged: tuple[Distribution, ...]
+
+
+def removal(removed: Sequence[Distribution], env: Environment) -> Removal:
+    """Uninstall REMOVED and reinstall what that damages: pip deletes every path of a
+    RECORD (bytecode aside, rewritten on import), also those another distribution claims,
+    and the ownership index says whose they are."""
+    gone = {d.metadata_dir for d in removed}
+    deleted = {c.path for d in removed for c in env.claims_of(d) if not is_bytecode(c.path)}
+    damaged: dict[str, Distribution] = {}
+    for path in sorted(deleted):
+        for claim in env.claims.get(path, ()):
+            if claim.dist.metadata_dir not in gone:
+                damaged.setdefault(claim.dist.metadata_dir, claim.dist)
+    remedies: list[Remedy] = [uninstall(d, env.target) for d in removed]
+    remedies += [reinstall(d, env.target) for d in damaged.values() if not d.external]
+    return Removal(tuple(remedies), tuple(damaged.values()))
 
 
 def install(
