@@ -38,7 +38,7 @@ from libdoctor.external.installers import install_like, reinstall, removal
 from libdoctor.findings import DistRef, Finding, Fix, Severity
 from libdoctor.stack.cuda import CudaPackage, cuda_packages
 from libdoctor.stack.frameworks import FrameworkBuild, Reader, detect_frameworks, env_reader
-from libdoctor.stack.preload import TorchStart, replay_preloads, torch_extension
+from libdoctor.stack.preload import PreloadStep, TorchStart, replay_preloads, torch_extension
 from libdoctor.stack.torchsource import ModelChoice
 from libdoctor.stack.torchversions import MODELS
 
@@ -70,6 +70,7 @@ class StackAnalysis:
     choices: dict[str, ModelChoice]  # torch metadata_dir -> preload model choice
     starts: dict[str, TorchStart]  # torch metadata_dir -> replayed start (with a loader)
     cuda: tuple[CudaPackage, ...]  # every CUDA package, when a framework is built for CUDA
+    cuda_requirers: Mapping[str, Requirers]  # CUDA package metadata_dir -> who requires it
     pins: Mapping[str, tuple[Pin, ...]]  # framework metadata_dir -> its exact pins
 
 
@@ -86,11 +87,12 @@ def analyse_stack(
     builds = tuple(detect_frameworks(env, reader))
     cuda = tuple(cuda_packages(env)) if any(b.cuda_major is not None for b in builds) else ()
     requirements = RequirementIndex(env) if requirements is None else requirements
+    cuda_requirers = {p.dist.metadata_dir: requirements.requirers(p.dist) for p in cuda}
     pins = {b.dist.metadata_dir: tuple(requirements.pins(b.dist)) for b in builds}
     sys_path = [site.path for site in env.target.site_dirs]
     start = (analysis.loader, analysis.process) if analysis is not None else None
     choices, starts = replay_preloads(builds, reader, sys_path, disk, start)
-    return StackAnalysis(builds, requirements, choices, starts, cuda, pins)
+    return StackAnalysis(builds, requirements, choices, starts, cuda, cuda_requirers, pins)
 
 
 def check_stack(
@@ -188,13 +190,8 @@ def _mixed_major(env: Environment, stack: StackAnalysis) -> list[Finding]:
     for package in stack.cuda:
         if package.major not in majors and package.dist.metadata_dir not in framework_dirs:
             groups[package.major].append(package)
-    requirers = {
-        p.dist.metadata_dir: stack.requirements.requirers(p.dist)
-        for packages in groups.values()
-        for p in packages
-    }
     for major, packages in sorted(groups.items()):
-        findings.append(_mixed_group(env, requirers, builds, major, packages))
+        findings.append(_mixed_group(env, stack.cuda_requirers, builds, major, packages))
     return findings
 
 
@@ -369,6 +366,7 @@ def framework_loads(
     loads: list[_Load] = []
     start = stack.starts.get(build.dist.metadata_dir)
     closures: list[Closure] = []
+    preloaded = start.loaded_steps if start is not None else {}
     if start is not None:
         for step in start.steps:
             if step.outcome == "loaded" and step.closure is not None and step.hits:
@@ -398,13 +396,13 @@ def framework_loads(
                     if n
                 )
             )
-            how, evidence = _how(res, start)
+            how, evidence = _how(res, preloaded.get(res.path))
             loads.append(_Load(os.path.normpath(res.path), names, how, evidence))
     return loads
 
 
-def _how(res: Resolution, start: TorchStart | None) -> tuple[str, dict[str, Any]]:
-    step = start.step_for(res.path) if start is not None and res.path else None
+def _how(res: Resolution, step: PreloadStep | None) -> tuple[str, dict[str, Any]]:
+    """How RES was found: by torch's preload (STEP, the one that loaded it), else the loader."""
     if step is not None:
         hits = [display(h) for h in step.hits]
         text = (
@@ -585,15 +583,10 @@ def _foreign_fix(
         if not users.dists:
             fix = removal_fix(env, [owner], note=f"{owner.name} is required by nothing")
             return fix, f"{owner.name} is required by nothing: uninstalling it is the fix."
-        if pinned_dist.external:
-            return None, ""
-        return (
-            Fix(
-                (reinstall(pinned_dist, env.target),),
-                note=f"{owner.name} stays: required by {users.text}",
-            ),
-            f"{owner.name} is required by {users.text}.",
-        )
+        note = f"{owner.name} stays: required by {users.text}"
+        said = f"{owner.name} is required by {users.text}."
+    else:
+        note = said = ""
     if pinned_dist.external:
         return None, ""
-    return Fix((reinstall(pinned_dist, env.target),)), ""
+    return Fix((reinstall(pinned_dist, env.target),), note=note), said

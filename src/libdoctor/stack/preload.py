@@ -105,8 +105,14 @@ class TorchStart:
     def preloaded(self) -> tuple[str, ...]:
         return tuple(s.hits[0] for s in self.steps if s.outcome == "loaded" and s.hits)
 
-    def step_for(self, path: str) -> PreloadStep | None:
-        return next((s for s in self.steps if s.outcome == "loaded" and s.chosen == path), None)
+    @property
+    def loaded_steps(self) -> dict[str, PreloadStep]:
+        """Each library the preload loaded -> the step that loaded it (the first one)."""
+        loaded: dict[str, PreloadStep] = {}
+        for step in self.steps:
+            if step.outcome == "loaded" and step.chosen is not None:
+                loaded.setdefault(step.chosen, step)
+        return loaded
 
 
 def _hits(
