@@ -185,18 +185,20 @@ def check_records(env: Environment) -> list[Finding]:
     for dist in env.distributions:
         inherited_or_external = dist.site.inherited or dist.external
         severity = Severity.INFO if inherited_or_external else Severity.WARNING
-        if dist.record_error:
-            findings.append(_unreadable_record(env, dist, severity))
         problems = dist.record.problems if dist.record else ()
+        # an unreadable or malformed RECORD has one repair: the reinstall writes a new one
+        fix = repair_fix(dist, env) if dist.record_error or problems else None
+        if dist.record_error:
+            findings.append(_unreadable_record(dist, severity, fix))
         if problems:
-            findings.append(_malformed_rows(env, dist, severity, problems))
+            findings.append(_malformed_rows(dist, severity, problems, fix))
         outside = escaping.get(dist.metadata_dir)
         if outside:
             findings.append(_paths_outside_prefix(dist, severity, outside))
     return findings
 
 
-def _unreadable_record(env: Environment, dist: Distribution, severity: Severity) -> Finding:
+def _unreadable_record(dist: Distribution, severity: Severity, fix: Fix | None) -> Finding:
     return Finding(
         code="record-invalid",
         severity=severity,
@@ -211,12 +213,12 @@ def _unreadable_record(env: Environment, dist: Distribution, severity: Severity)
         distribution=ref(dist),
         paths=(dist.metadata_dir,),
         evidence={"reason": dist.record_error},
-        fix=repair_fix(dist, env),
+        fix=fix,
     )
 
 
 def _malformed_rows(
-    env: Environment, dist: Distribution, severity: Severity, problems: Sequence[RecordProblem]
+    dist: Distribution, severity: Severity, problems: Sequence[RecordProblem], fix: Fix | None
 ) -> Finding:
     return Finding(
         code="record-invalid",
@@ -232,7 +234,7 @@ def _malformed_rows(
                 {"line": p.line, "text": display(p.text), "reason": p.reason} for p in problems
             ]
         },
-        fix=repair_fix(dist, env),
+        fix=fix,
     )
 
 

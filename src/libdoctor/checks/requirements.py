@@ -156,14 +156,13 @@ def _finding(
         message = f"{stated}, but {name} {versions} {are} installed."
     # Where the fix installs: beside the installed copy, else beside the requirer; into the
     # environment's own site-packages rather than the base interpreter's it inherits.
-    like = _own(env, *installed[:1], requirer)
     return Finding(
         code=problem.code,
         severity=severity_for([requirer], Severity.ERROR),
         message=about(requirer, message),
         distribution=ref(requirer),
         evidence=evidence,
-        fix=None if requirer.external else _install_fix(env, wanted, like),
+        fix=None if requirer.external else _install_fix(env, wanted, *installed[:1], requirer),
     )
 
 
@@ -183,9 +182,7 @@ def missing_requirements(
             if dep.key in out or index.visible(dep.key):
                 continue
             out[dep.key] = (
-                None
-                if requirer.external
-                else _install_fix(env, wanted[dep.key], _own(env, requirer))
+                None if requirer.external else _install_fix(env, wanted[dep.key], requirer)
             )
     return out
 
@@ -224,8 +221,10 @@ def _phantom_finding(
     )
 
 
-def _install_fix(env: Environment, wanted: Sequence[Dependency], like: Distribution) -> Fix:
-    """Install what every certain requirement on this name here accepts, at once."""
+def _install_fix(env: Environment, wanted: Sequence[Dependency], *beside: Distribution) -> Fix:
+    """Install what every certain requirement on this name here accepts, at once, with the
+    installer of the first of BESIDE in the target's own site dirs (see ``_own``)."""
+    like = _own(env, *beside)
     requirement = _joined(wanted)
     who = sorted({f"{d.requirer.name} ({d.requirement})" for d in wanted})
     note = f"meets every requirement on {wanted[0].name} here: " + ", ".join(who)
@@ -245,33 +244,37 @@ def _joined(wanted: Sequence[Dependency]) -> str:
 
 
 def _undecodable_finding(dist: Distribution, problem: str) -> Finding:
-    return Finding(
-        code="requirement-invalid",
-        severity=severity_for([dist], Severity.WARNING),
-        message=about(
-            dist,
-            f"{dist.display}: {problem}. pip cannot read it: pip check fails on it "
-            '("Error parsing dependencies"), pip list, show and uninstall stop with a '
-            "traceback. libdoctor checks its requirements as uv reads them.",
-        ),
-        distribution=ref(dist),
+    return _invalid(
+        dist,
+        f"{dist.display}: {problem}. pip cannot read it: pip check fails on it "
+        '("Error parsing dependencies"), pip list, show and uninstall stop with a '
+        "traceback. libdoctor checks its requirements as uv reads them.",
+        {"reason": problem},
         paths=(dist.metadata_dir,),
-        evidence={"reason": problem},
     )
 
 
 def _invalid_finding(dist: Distribution, invalid: Sequence[tuple[str, str]]) -> Finding:
     text, why = invalid[0]
+    return _invalid(
+        dist,
+        f"{dist.display} has {plural(len(invalid), 'Requires-Dist line')} that "
+        f"{'does' if len(invalid) == 1 else 'do'} not parse (first: {text!r}: {why}). "
+        "pip check fails on it, no installer can honour it, and libdoctor cannot "
+        "check it.",
+        {"lines": [{"line": t, "reason": r} for t, r in invalid]},
+    )
+
+
+def _invalid(
+    dist: Distribution, message: str, evidence: dict[str, Any], paths: tuple[str, ...] = ()
+) -> Finding:
+    """A ``requirement-invalid`` finding about DIST's metadata."""
     return Finding(
         code="requirement-invalid",
         severity=severity_for([dist], Severity.WARNING),
-        message=about(
-            dist,
-            f"{dist.display} has {plural(len(invalid), 'Requires-Dist line')} that "
-            f"{'does' if len(invalid) == 1 else 'do'} not parse (first: {text!r}: {why}). "
-            "pip check fails on it, no installer can honour it, and libdoctor cannot "
-            "check it.",
-        ),
+        message=about(dist, message),
         distribution=ref(dist),
-        evidence={"lines": [{"line": t, "reason": r} for t, r in invalid]},
+        paths=paths,
+        evidence=evidence,
     )

@@ -72,7 +72,13 @@ def shared_paths(
     identical: dict[tuple[str, ...], list[str]] = defaultdict(list)
     identical_claimants: dict[tuple[str, ...], tuple[Distribution, ...]] = {}
     covered: set[str] = set()
-    for path, claims in env.shared_claims().items():
+    from libdoctor.environment.requirements import RequirementIndex
+
+    # What the model says, read first: the shared claims, and the requirement index (lazy:
+    # requirements are parsed only for a finding that chooses what to keep).
+    shared = env.shared_claims()
+    index = RequirementIndex(env)
+    for path, claims in shared.items():
         if is_bytecode(path):
             continue
         dists = tuple({c.dist.metadata_dir: c.dist for c in claims}.values())
@@ -103,12 +109,7 @@ def shared_paths(
             covered.add(path)
         else:
             group.foreign.append(path)
-    findings: list[Finding] = []
-    if groups:  # requirements parsed only for a finding that chooses what to keep
-        from libdoctor.environment.requirements import RequirementIndex
-
-        index = RequirementIndex(env)
-        findings = [_shared_finding(env, g, index) for g in groups.values()]
+    findings = [_shared_finding(env, g, index) for g in groups.values()]
     findings += [
         _identical_finding(identical_claimants[key], paths) for key, paths in identical.items()
     ]

@@ -83,15 +83,17 @@ def analyse_stack(
 ) -> StackAnalysis:
     """REQUIREMENTS: the environment's index, when the caller shares one between checks.
     READER: the files (``env_reader``: in the system the environment is read in)."""
+    # The stack's own files first (frameworks, CUDA packages, torch's preload), then what
+    # the requirements say about them.
     reader = env_reader(env) if reader is None else reader
     builds = tuple(detect_frameworks(env, reader))
     cuda = tuple(cuda_packages(env)) if any(b.cuda_major is not None for b in builds) else ()
-    requirements = RequirementIndex(env) if requirements is None else requirements
-    cuda_requirers = {p.dist.metadata_dir: requirements.requirers(p.dist) for p in cuda}
-    pins = {b.dist.metadata_dir: tuple(requirements.pins(b.dist)) for b in builds}
     sys_path = [site.path for site in env.target.site_dirs]
     start = (analysis.loader, analysis.process) if analysis is not None else None
     choices, starts = replay_preloads(builds, reader, sys_path, disk, start)
+    requirements = RequirementIndex(env) if requirements is None else requirements
+    cuda_requirers = {p.dist.metadata_dir: requirements.requirers(p.dist) for p in cuda}
+    pins = {b.dist.metadata_dir: tuple(requirements.pins(b.dist)) for b in builds}
     return StackAnalysis(builds, requirements, choices, starts, cuda, cuda_requirers, pins)
 
 
