@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 
 from libdoctor.environment.distributions import Distribution, parse_requires_txt, scan_site
-from libdoctor.environment.requirements import RequirementIndex, extras_named, marker_environment
+from libdoctor.environment.requirements import (
+    RequirementIndex,
+    Requirers,
+    extras_named,
+    marker_environment,
+)
 from libdoctor.environment.target import SiteDir
 from support.dists import env_of, fake_dist
 
@@ -135,6 +140,10 @@ def test_an_extra_whose_requirements_are_installed_is_inferred_never_certain() -
     assert "nvidia-cudnn-cu12<10.0,>=9.1 through its extra with-cuda" in index.requirers_text(
         dists["cudnn"]
     )
+    requirers = index.requirers(dists["cudnn"])  # both in one value
+    assert requirers.dists == (dists["plugin"],)
+    assert requirers.text == index.requirers_text(dists["cudnn"])
+    assert index.requirers(dists["jax"]) == Requirers((), "")
 
 
 def test_an_extra_with_a_requirement_not_installed_is_not_inferred() -> None:

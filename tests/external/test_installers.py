@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from libdoctor.environment.model import build_environment
 from libdoctor.environment.target import SiteDir, Target
-from libdoctor.external.installers import installer_env, unrunnable
+from libdoctor.external.installers import installer_env, removal, unrunnable
 from libdoctor.remedy import Install, Pin, Reinstall, Uninstall, Via
+from support.dists import fake_dist
 from support.repairs import Cli, check_errors
 from support.venvs import SRC_DIR, VenvFactory, uv_install, uv_path
 from support.wheels import WheelFactory
@@ -42,6 +44,28 @@ def test_what_libdoctor_refuses_to_run(tmp_path: Path) -> None:
     assert "pip cannot uninstall x" in (unrunnable(folder, FOLDER) or "")
     conda = Reinstall((Pin("x", "1"),), Via("conda", prefix="/env", exe="conda"))
     assert unrunnable(conda, VENV) is None  # named, never run: the step check refuses it
+
+
+def test_a_removal_reinstalls_what_the_uninstall_damages() -> None:
+    """pip deletes every RECORD path, those another distribution claims too (bytecode
+    aside): each such other distribution is reinstalled after, once, in path order."""
+    pyc = "shared/__pycache__/x.cpython-311.pyc"
+    dists = [
+        fake_dist("one", "1.0", ["a.py", "shared/y.py", "shared/x.py", pyc], ["two"]),
+        fake_dist("two", "2.0", ["shared/y.py", "c.py"]),
+        fake_dist("three", "3.0", ["shared/x.py"]),
+        fake_dist("four", "4.0", [pyc]),
+    ]
+    env = build_environment(VENV, dists)
+    plan = removal([dists[0]], env)
+    assert [d.name for d in plan.damaged] == ["three", "two"]  # shared/x.py, then shared/y.py
+    assert plan.remedies == (
+        Uninstall("one", plan.remedies[0].via),
+        Reinstall((Pin("three", "3.0"),), plan.remedies[1].via),
+        Reinstall((Pin("two", "2.0"),), plan.remedies[2].via),
+    )
+    assert {r.via.python for r in plan.remedies} == {sys.executable}
+    assert removal([dists[3]], env).damaged == ()
 
 
 def test_the_installer_environment_cannot_redirect_the_install() -> None:
