@@ -143,7 +143,7 @@ def removal_fix(env: Environment, removed: Sequence[Distribution], note: str = "
         return None
     plan = removal(removed, env)
     if plan.damaged:
-        names = sorted({d.name for d in plan.damaged})
+        names = _names(plan.damaged)
         text = (
             f"the uninstall deletes files that {', '.join(names)} also "
             f"{'claims' if len(names) == 1 else 'claim'}; the reinstall puts them back"
