@@ -375,13 +375,10 @@ def _install_request(items: Sequence[str] | InstallRequest) -> InstallRequest:
 
 
 def _refuse_without_uv(steps: Sequence[Step], environ: Mapping[str, str]) -> None:
-    from libdoctor.external.installers import find_uv
+    from libdoctor.repair.run import require_uv
 
     if any(step.argv and step.argv[0] == "uv" for step in steps):
-        try:
-            find_uv(environ)
-        except LibdoctorError as exc:
-            raise LibdoctorError(f"the environment was made by uv, and {exc}") from None
+        require_uv(environ, "the environment was made by uv")
 
 
 def _run_guarded(

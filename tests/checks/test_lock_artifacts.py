@@ -143,6 +143,33 @@ def test_the_artifact_evidence(
     assert result.matched == ("alpha 1.0",)
 
 
+@pytest.mark.parametrize(
+    ("package", "found", "compared"),
+    [
+        (  # locked to a source of its own: the sources compared
+            _package("vcs", VCS),
+            InstalledFrom(tags=("py3-none-any",)),
+            ["locked_source", "installed_from", "installed_kind", "installed_commit"],
+        ),
+        (  # a registry's file: the files compared
+            _package("registry", WHEEL),
+            InstalledFrom("file:///w", "archive", frozenset({OTHER})),
+            ["installed_from", "installed_hashes", "installed_tags", "locked_hashes"],
+        ),
+    ],
+)
+def test_a_mismatch_says_what_it_compared(
+    env: Environment, package: LockedPackage, found: InstalledFrom, compared: list[str]
+) -> None:
+    lock = Lock("pylock.toml", "pylock.toml", (package,))
+    result = check_lock(env, RealDisk(), lock, Selection((package,), ()), evidence=lambda _: found)
+    (finding,) = [f for f in result.findings if f.code == "lock-artifact"]
+    assert finding.message.startswith("alpha 1.0 is not the locked artifact: ")
+    keys = list(finding.evidence)
+    assert keys[:2] == ["lock", "locked_version"] and keys[-len(compared) :] == compared
+    assert finding.fix is not None and finding.fix.remedies
+
+
 def test_installers_are_not_extra_unless_locked(env: Environment, tmp_path: Path) -> None:
     alpha = _package("registry", WHEEL)
     lock = Lock("pylock.toml", "pylock.toml", (alpha,))

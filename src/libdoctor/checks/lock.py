@@ -309,7 +309,16 @@ def _by_source(
             )
         return f"installed from the locked {package.source} {locked.location}; no hash kept"
     why = f"installed {_how(found)}; the lock names {_locked_source(lock, package, locked)}"
-    return _source_finding(env, lock, package, dist, why, found)
+    installer = _dist_installer(dist, env)
+    evidence = {
+        **_lock_evidence(lock, package),
+        "locked_source": source_requirement(package, lock.base),
+        "installed_from": found.url,
+        "installed_kind": found.kind or "index",
+        "installed_commit": found.commit,
+    }
+    fix = _install_fix(env, lock, package, installer, reinstall=True)
+    return _not_locked(dist, why, evidence, fix)
 
 
 def _same_place(lock: Lock, locked: Artifact, url: str | None) -> bool:
@@ -347,31 +356,6 @@ def _locked_source(lock: Lock, package: LockedPackage, locked: Artifact) -> str:
         return f"{locked.vcs} {locked.location}" + (f" at {at}" if at else "")
     what = {"archive": "the archive", "directory": "the directory"}[locked.kind]
     return f"{what} {locked.location}"
-
-
-def _source_finding(
-    env: Environment,
-    lock: Lock,
-    package: LockedPackage,
-    dist: Distribution,
-    why: str,
-    found: InstalledFrom,
-) -> Finding:
-    installer = _dist_installer(dist, env)
-    return _installed_finding(
-        "lock-artifact",
-        Severity.ERROR,
-        dist,
-        f"{dist.display} is not the locked artifact: {why}.",
-        {
-            **_lock_evidence(lock, package),
-            "locked_source": source_requirement(package, lock.base),
-            "installed_from": found.url,
-            "installed_kind": found.kind or "index",
-            "installed_commit": found.commit,
-        },
-        _install_fix(env, lock, package, installer, reinstall=True),
-    )
 
 
 def _local_or_vcs(
@@ -443,13 +427,18 @@ def _artifact_finding(
         "installed_tags": list(found.tags),
         "locked_hashes": sorted(package.hashes),
     }
+    return _not_locked(dist, why, evidence, Fix((remedy,), note=note))
+
+
+def _not_locked(dist: Distribution, why: str, evidence: dict[str, Any], fix: Fix | None) -> Finding:
+    """The lock-artifact error: DIST is not the artifact the lock names (WHY)."""
     return _installed_finding(
         "lock-artifact",
         Severity.ERROR,
         dist,
         f"{dist.display} is not the locked artifact: {why}.",
         evidence,
-        Fix((remedy,), note=note),
+        fix,
     )
 
 

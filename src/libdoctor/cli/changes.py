@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from libdoctor.external.installers import InstallerOptions
     from libdoctor.repair.apply import ChangeOptions, GuardedResult, Outcome, Progress
     from libdoctor.whatif.plan import Plan, Step
+    from libdoctor.whatif.request import InstallRequest
 
 
 def add_installer_options(parser: argparse.ArgumentParser, *, hooks: bool = True) -> None:
@@ -168,6 +169,28 @@ def ready(args: argparse.Namespace) -> Callable[[GuardedResult], bool]:
         return True
 
     return go
+
+
+def guarded_change(
+    args: argparse.Namespace,
+    change: Callable[..., GuardedResult],
+    items: Sequence[str] | InstallRequest,
+    target: Target,
+) -> int:
+    """A guarded command's run: CHANGE (``api.install`` or ``api.uninstall``) of ITEMS on
+    TARGET with the options both commands take, then its ``answer``."""
+    guarded = change(
+        target,
+        items,
+        repair=args.repair,
+        force=args.force,
+        dry_run=args.dry_run,
+        libraries=not args.no_libraries,
+        options=change_options(args),
+        confirm=ready(args),
+        progress=progress(args),
+    )
+    return answer(args, guarded)
 
 
 def answer(args: argparse.Namespace, guarded: GuardedResult) -> int:

@@ -42,15 +42,4 @@ def run(args: argparse.Namespace) -> int:
     from libdoctor.api import uninstall
 
     names, target = common.items_and_target(args)
-    guarded = uninstall(
-        target,
-        names,
-        repair=args.repair,
-        force=args.force,
-        dry_run=args.dry_run,
-        libraries=not args.no_libraries,
-        options=changes.change_options(args),
-        confirm=changes.ready(args),
-        progress=changes.progress(args),
-    )
-    return changes.answer(args, guarded)
+    return changes.guarded_change(args, uninstall, names, target)

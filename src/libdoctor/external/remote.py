@@ -732,14 +732,8 @@ class RemoteMembers:
     ``read_remote_wheel`` reads the dist-info whole, this gives a ``Fetch`` of one member's
     compressed data for ``external.member.MemberView`` to inflate as far as it needs."""
 
-    def __init__(
-        self,
-        url: str,
-        credentials: Sequence[str] = (),
-        timeout: float = TIMEOUT,
-        deadline: float = DEADLINE,
-    ) -> None:
-        self._conn = Http(url, credentials, timeout, deadline)
+    def __init__(self, url: str, credentials: Sequence[str] = ()) -> None:
+        self._conn = Http(url, credentials)
         response = self._conn.open(f"bytes=-{TAIL}")
         got = _content_range(response) if response.status == 206 else None
         if got is None:

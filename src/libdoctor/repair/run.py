@@ -142,10 +142,15 @@ def _check_installers(
         if step.installer not in RUNNABLE:
             raise LibdoctorError(f"{step.name} is managed by {step.installer}: not run here")
         if step.installer == "uv":
-            try:
-                find_uv(environ)
-            except LibdoctorError as exc:
-                raise LibdoctorError(f"{step.name} was installed by uv, and {exc}") from None
+            require_uv(environ, f"{step.name} was installed by uv")
+
+
+def require_uv(environ: Mapping[str, str], why: str) -> None:
+    """Refuse unless uv is found (``find_uv``); WHY: what needs it."""
+    try:
+        find_uv(environ)
+    except LibdoctorError as exc:
+        raise LibdoctorError(f"{why}, and {exc}") from None
 
 
 def run_steps(
