@@ -30,7 +30,6 @@ from libdoctor.checks.libraries import (
     reinstall_fix,
     searched_dirs,
     shipped_by,
-    shipping_paths,
 )
 from libdoctor.checks.wording import file_list
 from libdoctor.disk.stat import Disk
@@ -49,7 +48,7 @@ def check_runtime_loads(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
     env = analysis.env
     if not analysis.runtime:
         return []
-    index = basename_index(shipping_paths(analysis))
+    index = basename_index(analysis.shipping)
     findings: list[Finding] = []
     for edge in analysis.runtime:
         res = edge.resolution

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -23,7 +24,7 @@ from libdoctor.environment.parsed import ParsedFiles
 from libdoctor.environment.paths import is_native
 from libdoctor.loader.dlopened import RuntimeEdge, runtime_edges
 from libdoctor.loader.fs import FileId, Inspection, LoaderFS, RealFS, RootedFS
-from libdoctor.loader.model import Closure, Process, SearchConfig
+from libdoctor.loader.model import Closure, Process, Resolution, SearchConfig
 from libdoctor.loader.search import Loader
 from libdoctor.loader.strings import is_extension_module
 from libdoctor.loader.system import LoaderSystem
@@ -83,6 +84,9 @@ class LibraryAnalysis:
     invalid: tuple[tuple[str, str], ...]  # (path, reason): native files that are not valid ELF
     natives: tuple[str, ...]  # every claimed shared object under the site dirs, present or not
     module_dists: Mapping[str, str]  # extension module path -> owning distribution key
+    failed_needs: tuple[tuple[Closure, Resolution], ...]  # DT_NEEDED a module's closure lacks
+    provided: Mapping[str, Mapping[str, str]]  # name -> {importing dist key -> path}
+    shipping: tuple[str, ...]  # claimed shared objects that could bring a lost library back
     runtime: tuple[RuntimeEdge, ...] = ()  # libraries the loaded libraries dlopen by name
 
     def closures(self) -> tuple[Closure, ...]:
@@ -169,6 +173,9 @@ def analyse(
     module_dists = {
         path: claims[0].dist.key for path in modules if (claims := env.claims.get(path))
     }
+    failed = _failed_needs(module_closures)
+    provided = _provided_in_context(module_closures, module_dists)
+    shipping = _shipping_paths(env, claimed)
     runtime = runtime_edges(env, loader, process, module_closures, claimed, fs.library_strings)
     return LibraryAnalysis(
         env=env,
@@ -180,8 +187,58 @@ def analyse(
         invalid=tuple(invalid),
         natives=tuple(claimed),
         module_dists=module_dists,
+        failed_needs=failed,
+        provided=provided,
+        shipping=shipping,
         runtime=runtime,
     )
+
+
+def _failed_needs(modules: Iterable[Closure]) -> tuple[tuple[Closure, Resolution], ...]:
+    """Each DT_NEEDED an extension module's closure did not find, with that closure."""
+    return tuple(
+        (closure, res)
+        for closure in modules
+        for res in closure.resolutions
+        if res.status != "found" and res.kind == "needed"
+    )
+
+
+def _provided_in_context(
+    modules: Iterable[Closure], module_dists: Mapping[str, str]
+) -> dict[str, dict[str, str]]:
+    """soname/name -> {distribution key of the importing module -> path}, over all modules.
+
+    A module is imported after the packages it depends on: their libraries are then already
+    in the process and satisfy its needs by SONAME (LOADER_SPEC §1.0).
+    """
+    provided: dict[str, dict[str, str]] = defaultdict(dict)
+    for closure in modules:
+        key = module_dists.get(closure.root)
+        if key is None or closure.root_error:
+            continue
+        for obj in closure.loaded:
+            for name in {obj.soname, obj.request, os.path.basename(obj.path)}:
+                if name:
+                    provided[name].setdefault(key, obj.path)
+    return provided
+
+
+def _shipping_paths(env: Environment, natives: list[str]) -> tuple[str, ...]:
+    """The claimed shared objects that could bring a missing library back: those under the
+    site dirs (NATIVES), and in a conda prefix a conda package's anywhere in it (``lib/``)."""
+    if not any(d.kind == "conda" for d in env.distributions):
+        return tuple(natives)
+    prefix = env.target.prefix
+    outside = [
+        p
+        for p, claims in env.claims.items()
+        if ".so" in p
+        and is_native(p)
+        and is_inside(p, prefix)
+        and any(c.dist.kind == "conda" for c in claims)
+    ]
+    return tuple(sorted({*natives, *outside}))
 
 
 _CPYTHON_TAG = re.compile(r"^cpython-(\d+)")
