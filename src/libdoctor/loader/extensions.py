@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from libdoctor.disk.stat import Disk
 from libdoctor.elf.dynamic import ElfFormatError
+from libdoctor.elf.dynsym import DynamicSymbols, open_symbols
 from libdoctor.elf.symbols import defines_symbol
 from libdoctor.environment.model import Environment, is_inside
 from libdoctor.environment.parsed import ParsedFiles
@@ -239,6 +240,63 @@ def _shipping_paths(env: Environment, natives: list[str]) -> tuple[str, ...]:
         and any(c.dist.kind == "conda" for c in claims)
     ]
     return tuple(sorted({*natives, *outside}))
+
+
+class Exports:
+    """The dynamic symbols a set of libraries exports, each library mapped once, looked up
+    on demand: how the loader binds a module's undefined symbols (as ``ldd -r`` would),
+    read from ``.dynsym`` without running anything."""
+
+    def __init__(self, libraries: Iterable[str]) -> None:
+        self._libraries = list(libraries)
+        self._tables: list[DynamicSymbols] | None = None
+        self._known: dict[str, bool] = {}
+
+    def unbound(self, closure: Closure, wanted: re.Pattern[str]) -> list[str]:
+        """The undefined symbols of CLOSURE's module that WANTED matches and that neither
+        these libraries nor the module's own (the rest of CLOSURE) define."""
+        needed = [n for n in self._imports(closure.root) if wanted.match(n)]
+        lost = [n for n in needed if not self._defines(n)]
+        if lost:  # a C name its own libraries define is theirs, not these libraries'
+            lost = self._not_in_closure(closure, lost)
+        return lost
+
+    def _imports(self, path: str) -> tuple[str, ...]:
+        try:
+            table = open_symbols(path)
+        except (ElfFormatError, OSError, ValueError):
+            return ()  # unreadable: elf-invalid's business, not an ABI claim
+        return table.imported() if table is not None else ()
+
+    def _defines(self, name: str) -> bool:
+        if name not in self._known:
+            self._known[name] = any(t.defines(name) for t in self._open())
+        return self._known[name]
+
+    def _not_in_closure(self, closure: Closure, names: list[str]) -> list[str]:
+        """NAMES that no other object of CLOSURE (the module's own libraries) defines."""
+        tables = []
+        for obj in closure.loaded[1:]:
+            try:
+                table = open_symbols(obj.path)
+            except (ElfFormatError, OSError, ValueError):
+                continue
+            if table is not None:
+                tables.append(table)
+        return [n for n in names if not any(t.defines(n) for t in tables)]
+
+    def _open(self) -> list[DynamicSymbols]:
+        if self._tables is None:
+            tables = []
+            for path in self._libraries:
+                try:
+                    table = open_symbols(path)
+                except (ElfFormatError, OSError, ValueError):
+                    continue
+                if table is not None:
+                    tables.append(table)
+            self._tables = tables
+        return self._tables
 
 
 _CPYTHON_TAG = re.compile(r"^cpython-(\d+)")
