@@ -25,11 +25,10 @@ from libdoctor.environment.policy import is_driver_library
 from libdoctor.environment.requirements import RequirementIndex
 from libdoctor.external.installers import reinstall
 from libdoctor.findings import DistRef, Finding, Fix, Severity
-from libdoctor.loader.extensions import LibraryAnalysis, module_name
+from libdoctor.loader.extensions import LibraryAnalysis, module_name, own_copy
 from libdoctor.loader.imported import ImportContext, LoadedBefore, PackageLoads
-from libdoctor.loader.model import Closure, LoadedObject, Resolution
+from libdoctor.loader.model import Closure, Resolution
 from libdoctor.loader.runtime import RuntimeHit, runtime_search
-from libdoctor.loader.strings import expand_dst
 
 if TYPE_CHECKING:
     from libdoctor.checks.stack import StackAnalysis
@@ -145,7 +144,7 @@ def check_libraries(
         for res in closure.resolutions:
             if res.status != "found" and res.kind == "needed" and res.name not in needed:
                 optional.setdefault(res.name, _Gap(res.name)).requests.append((closure, res))
-    names_index = basename_index(analysis.shipping) if (needed or optional) else {}
+    names_index = analysis.shipped_at
     if needed:
         _optional_modules(analysis, disk, needed, optional, names_index)
     for before in broken:  # import torch fails, so import sgl_kernel fails with it
@@ -276,13 +275,6 @@ def reinstall_fix(env: Environment, dists: Sequence[Distribution]) -> Fix | None
 
 
 # --- unresolved-library -----------------------------------------------------------------
-
-
-def basename_index(paths: Iterable[str]) -> dict[str, list[str]]:
-    index: dict[str, list[str]] = defaultdict(list)
-    for path in paths:
-        index[path.rpartition(os.sep)[2]].append(path)
-    return index
 
 
 @dataclass(frozen=True, slots=True)
@@ -600,7 +592,7 @@ def _shadowed(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
             requester = objects.get(res.requester)
             if requester is None:
                 continue
-            own = _own_copy(requester, res.name, disk, prefix, system.lib, system.platform)
+            own = own_copy(requester, res.name, disk, prefix, system)
             if own is None or (res.requester, res.name) in findings:
                 continue
             findings[(res.requester, res.name)] = Finding(
@@ -628,17 +620,3 @@ def _shadowed(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
                 },
             )
     return list(findings.values())
-
-
-def _own_copy(
-    requester: LoadedObject, name: str, disk: Disk, prefix: str, lib: str, platform: str | None
-) -> str | None:
-    raw = requester.elf.runpath or requester.elf.rpath or ""
-    for element in raw.split(":"):
-        directory = expand_dst(element, origin=requester.origin, lib=lib, platform=platform)
-        if not directory:
-            continue
-        candidate = _norm(os.path.join(directory, name))
-        if is_inside(candidate, prefix) and disk.stat(candidate).is_file:
-            return candidate
-    return None

@@ -25,7 +25,6 @@ from typing import Any
 
 from libdoctor.checks.libraries import (
     Shipped,
-    basename_index,
     owner_refs,
     reinstall_fix,
     searched_dirs,
@@ -48,7 +47,7 @@ def check_runtime_loads(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
     env = analysis.env
     if not analysis.runtime:
         return []
-    index = basename_index(analysis.shipping)
+    index = analysis.shipped_at
     findings: list[Finding] = []
     for edge in analysis.runtime:
         res = edge.resolution

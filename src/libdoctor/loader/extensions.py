@@ -25,9 +25,9 @@ from libdoctor.environment.parsed import ParsedFiles
 from libdoctor.environment.paths import is_native
 from libdoctor.loader.dlopened import RuntimeEdge, runtime_edges
 from libdoctor.loader.fs import FileId, Inspection, LoaderFS, RealFS, RootedFS
-from libdoctor.loader.model import Closure, Process, Resolution, SearchConfig
+from libdoctor.loader.model import Closure, LoadedObject, Process, Resolution, SearchConfig
 from libdoctor.loader.search import Loader
-from libdoctor.loader.strings import is_extension_module
+from libdoctor.loader.strings import expand_dst, is_extension_module
 from libdoctor.loader.system import LoaderSystem
 
 
@@ -87,7 +87,8 @@ class LibraryAnalysis:
     module_dists: Mapping[str, str]  # extension module path -> owning distribution key
     failed_needs: tuple[tuple[Closure, Resolution], ...]  # DT_NEEDED a module's closure lacks
     provided: Mapping[str, Mapping[str, str]]  # name -> {importing dist key -> path}
-    shipping: tuple[str, ...]  # claimed shared objects that could bring a lost library back
+    # file name -> the claimed shared objects by that name that could bring a lost one back
+    shipped_at: Mapping[str, list[str]]
     runtime: tuple[RuntimeEdge, ...] = ()  # libraries the loaded libraries dlopen by name
 
     def closures(self) -> tuple[Closure, ...]:
@@ -176,7 +177,7 @@ def analyse(
     }
     failed = _failed_needs(module_closures)
     provided = _provided_in_context(module_closures, module_dists)
-    shipping = _shipping_paths(env, claimed)
+    shipped_at = basename_index(_shipping_paths(env, claimed))
     runtime = runtime_edges(env, loader, process, module_closures, claimed, fs.library_strings)
     return LibraryAnalysis(
         env=env,
@@ -190,7 +191,7 @@ def analyse(
         module_dists=module_dists,
         failed_needs=failed,
         provided=provided,
-        shipping=shipping,
+        shipped_at=shipped_at,
         runtime=runtime,
     )
 
@@ -225,6 +226,14 @@ def _provided_in_context(
     return provided
 
 
+def basename_index(paths: Iterable[str]) -> dict[str, list[str]]:
+    """file name -> PATHS by that name, in their order."""
+    index: dict[str, list[str]] = defaultdict(list)
+    for path in paths:
+        index[path.rpartition(os.sep)[2]].append(path)
+    return index
+
+
 def _shipping_paths(env: Environment, natives: list[str]) -> tuple[str, ...]:
     """The claimed shared objects that could bring a missing library back: those under the
     site dirs (NATIVES), and in a conda prefix a conda package's anywhere in it (``lib/``)."""
@@ -240,6 +249,24 @@ def _shipping_paths(env: Environment, natives: list[str]) -> tuple[str, ...]:
         and any(c.dist.kind == "conda" for c in claims)
     ]
     return tuple(sorted({*natives, *outside}))
+
+
+def own_copy(
+    requester: LoadedObject, name: str, disk: Disk, prefix: str, system: LoaderSystem
+) -> str | None:
+    """The file NAME under PREFIX that REQUESTER's own RUNPATH (else RPATH) leads to, present
+    on DISK: the environment's copy, whatever the search answered first."""
+    raw = requester.elf.runpath or requester.elf.rpath or ""
+    for element in raw.split(":"):
+        directory = expand_dst(
+            element, origin=requester.origin, lib=system.lib, platform=system.platform
+        )
+        if not directory:
+            continue
+        candidate = os.path.normpath(os.path.join(directory, name))
+        if is_inside(candidate, prefix) and disk.stat(candidate).is_file:
+            return candidate
+    return None
 
 
 class Exports:
