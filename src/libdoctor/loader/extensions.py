@@ -175,10 +175,6 @@ def analyse(
     module_dists = {
         path: claims[0].dist.key for path in modules if (claims := env.claims.get(path))
     }
-    failed = _failed_needs(module_closures)
-    provided = _provided_in_context(module_closures, module_dists)
-    shipped_at = basename_index(_shipping_paths(env, claimed))
-    runtime = runtime_edges(env, loader, process, module_closures, claimed, fs.library_strings)
     return LibraryAnalysis(
         env=env,
         loader=loader,
@@ -189,10 +185,10 @@ def analyse(
         invalid=tuple(invalid),
         natives=tuple(claimed),
         module_dists=module_dists,
-        failed_needs=failed,
-        provided=provided,
-        shipped_at=shipped_at,
-        runtime=runtime,
+        failed_needs=_failed_needs(module_closures),
+        provided=_provided_in_context(module_closures, module_dists),
+        shipped_at=basename_index(_shipping_paths(env, claimed)),
+        runtime=runtime_edges(env, loader, process, module_closures, claimed, fs.library_strings),
     )
 
 
