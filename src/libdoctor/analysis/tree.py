@@ -18,7 +18,7 @@ from libdoctor.environment.rooted import Rooted
 from libdoctor.environment.target import Target
 from libdoctor.errors import LibdoctorError
 from libdoctor.external.ospackages import SystemPackages
-from libdoctor.loader.dlopened import expected, runtime_edges
+from libdoctor.loader.dlopened import runtime_edges
 from libdoctor.loader.extensions import (
     LibraryAnalysis,
     LoaderContext,
@@ -96,7 +96,7 @@ def dependency_tree(
         loader.fs.library_strings,
     )
     # a runtime load is drawn when it loads, or when the environment is meant to provide it
-    shown = [e for e in edges if e.closure.root_error is None or expected(analysis.env, e)]
+    shown = [e for e in edges if e.closure.root_error is None or e.expected]
     runtime = tuple(e.closure for e in shown)
     system = system_owners(
         analysis.env,

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 from libdoctor.analysis.libraries import SystemOwners, analyse_libraries, system_owners
 from libdoctor.checks.libraries import (
     Shipped,
-    basename_index,
     check_libraries,
     direct_requirements,
     framework_preloads,
@@ -28,7 +27,7 @@ from libdoctor.environment.model import Environment
 from libdoctor.environment.target import Target
 from libdoctor.external.ospackages import SystemPackages
 from libdoctor.findings import Finding
-from libdoctor.loader.extensions import LibraryAnalysis
+from libdoctor.loader.extensions import LibraryAnalysis, basename_index
 from libdoctor.loader.imported import ImportContext, LoadedBefore
 from libdoctor.loader.model import Resolution
 from libdoctor.loader.runtime import RuntimeHit, runtime_search

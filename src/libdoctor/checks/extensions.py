@@ -29,13 +29,11 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from libdoctor.disk.stat import Disk
-from libdoctor.elf.dynamic import ElfFormatError
-from libdoctor.elf.dynsym import DynamicSymbols, open_symbols
 from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.model import Environment, is_inside
 from libdoctor.environment.paths import display
 from libdoctor.findings import DistRef, Finding, Severity
-from libdoctor.loader.extensions import LibraryAnalysis, module_name
+from libdoctor.loader.extensions import Exports, LibraryAnalysis, module_name
 from libdoctor.loader.model import Closure
 from libdoctor.stack.cuda import soname_major
 from libdoctor.stack.frameworks import FrameworkBuild, detect_frameworks, read_file
@@ -80,8 +78,9 @@ def check_extensions(
     packages = _torch_extensions(analysis, torch.dist)
     if not packages:
         return []
-    exports = _Exports(analysis, torch.dist)
+    libraries = _libraries_of(analysis, torch.dist)
     incoming = _incoming(torch)
+    exports = Exports(libraries)
     findings: list[Finding] = []
     for package in packages.values():
         _read_build(package)
@@ -90,10 +89,7 @@ def check_extensions(
         if others:
             findings.append(_cuda_finding(env, package, torch, others, incoming))
         for closure in package.modules:
-            needed = [n for n in exports.imports(closure.root) if TORCH_SYMBOLS.match(n)]
-            lost = [n for n in needed if not exports.defines(n)]
-            if lost:  # a C name its own libraries define is theirs, not torch's
-                lost = exports.not_in_closure(closure, lost)
+            lost = exports.unbound(closure, TORCH_SYMBOLS)
             if lost:
                 package.missing[closure.root] = lost
         if package.missing:
@@ -201,6 +197,17 @@ def _torch_extensions(analysis: LibraryAnalysis, torch: Distribution) -> dict[st
     return out
 
 
+def _libraries_of(analysis: LibraryAnalysis, torch: Distribution) -> list[str]:
+    """The shared libraries TORCH's RECORD claims: what its symbols are held against."""
+    env = analysis.env
+    claimed = [
+        path
+        for path in analysis.natives
+        if any(c.dist.metadata_dir == torch.metadata_dir for c in env.claims.get(path, ()))
+    ]
+    return [p for p in claimed if ".so" in os.path.basename(p)]
+
+
 def _read_build(package: _Package) -> None:
     """The CUDA majors the package's modules are built for: DT_NEEDED first, then labels."""
     for closure in package.modules:
@@ -216,58 +223,6 @@ def _read_build(package: _Package) -> None:
         digits = match.group(1) or match.group(2)
         major = int(digits[:2]) if len(digits) == 3 else int(digits)
         package.cuda.setdefault(major, set()).add(f"its version or name says CUDA {major}")
-
-
-class _Exports:
-    """torch's libraries' dynamic symbols, each library mapped once, looked up on demand."""
-
-    def __init__(self, analysis: LibraryAnalysis, torch: Distribution) -> None:
-        env = analysis.env
-        claimed = [
-            path
-            for path in analysis.natives
-            if any(c.dist.metadata_dir == torch.metadata_dir for c in env.claims.get(path, ()))
-        ]
-        self._libraries = [p for p in claimed if ".so" in os.path.basename(p)]
-        self._tables: list[DynamicSymbols] | None = None
-        self._known: dict[str, bool] = {}
-
-    def imports(self, path: str) -> tuple[str, ...]:
-        try:
-            table = open_symbols(path)
-        except (ElfFormatError, OSError, ValueError):
-            return ()  # unreadable: elf-invalid's business, not an ABI claim
-        return table.imported() if table is not None else ()
-
-    def defines(self, name: str) -> bool:
-        if name not in self._known:
-            self._known[name] = any(t.defines(name) for t in self._open())
-        return self._known[name]
-
-    def not_in_closure(self, closure: Closure, names: list[str]) -> list[str]:
-        """NAMES that no other object of CLOSURE (the module's own libraries) defines."""
-        tables = []
-        for obj in closure.loaded[1:]:
-            try:
-                table = open_symbols(obj.path)
-            except (ElfFormatError, OSError, ValueError):
-                continue
-            if table is not None:
-                tables.append(table)
-        return [n for n in names if not any(t.defines(n) for t in tables)]
-
-    def _open(self) -> list[DynamicSymbols]:
-        if self._tables is None:
-            tables = []
-            for path in self._libraries:
-                try:
-                    table = open_symbols(path)
-                except (ElfFormatError, OSError, ValueError):
-                    continue
-                if table is not None:
-                    tables.append(table)
-            self._tables = tables
-        return self._tables
 
 
 def _modules(env: Environment, closures: Iterable[str]) -> list[str]:

@@ -20,16 +20,15 @@ from libdoctor.checks.wording import file_list
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, required_names
 from libdoctor.environment.model import Environment, is_inside
-from libdoctor.environment.paths import display, is_native
+from libdoctor.environment.paths import display
 from libdoctor.environment.policy import is_driver_library
 from libdoctor.environment.requirements import RequirementIndex
 from libdoctor.external.installers import reinstall
 from libdoctor.findings import DistRef, Finding, Fix, Severity
-from libdoctor.loader.extensions import LibraryAnalysis, module_name
+from libdoctor.loader.extensions import LibraryAnalysis, module_name, own_copy
 from libdoctor.loader.imported import ImportContext, LoadedBefore, PackageLoads
-from libdoctor.loader.model import Closure, LoadedObject, Resolution
+from libdoctor.loader.model import Closure, Resolution
 from libdoctor.loader.runtime import RuntimeHit, runtime_search
-from libdoctor.loader.strings import expand_dst
 
 if TYPE_CHECKING:
     from libdoctor.checks.stack import StackAnalysis
@@ -90,6 +89,11 @@ def direct_requirements(env: Environment) -> dict[str, set[str]]:
 
 def dependency_closure(env: Environment) -> dict[str, set[str]]:
     """distribution key -> keys of everything it requires, transitively (markers evaluated)."""
+    return requirement_graph(env)[1]
+
+
+def requirement_graph(env: Environment) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """(direct_requirements, dependency_closure), the direct edges read once for both."""
     direct = direct_requirements(env)
     closure: dict[str, set[str]] = {}
     for key in {d.key for d in env.distributions}:
@@ -101,25 +105,7 @@ def dependency_closure(env: Environment) -> dict[str, set[str]]:
                     seen.add(dep)
                     todo.append(dep)
         closure[key] = seen
-    return closure
-
-
-def _provided_in_context(analysis: LibraryAnalysis) -> dict[str, dict[str, str]]:
-    """soname/name -> {distribution key of the importing module -> path}, over all modules.
-
-    A module is imported after the packages it depends on: their libraries are then already
-    in the process and satisfy its needs by SONAME (LOADER_SPEC §1.0).
-    """
-    provided: dict[str, dict[str, str]] = defaultdict(dict)
-    for closure in analysis.modules:
-        key = analysis.module_dists.get(closure.root)
-        if key is None or closure.root_error:
-            continue
-        for obj in closure.loaded:
-            for name in {obj.soname, obj.request, os.path.basename(obj.path)}:
-                if name:
-                    provided[name].setdefault(key, obj.path)
-    return provided
+    return direct, closure
 
 
 def check_libraries(
@@ -128,14 +114,13 @@ def check_libraries(
     """STACK: the run's ``analyse_stack``, whose preload replay the import context reuses."""
     env = analysis.env
     findings = _elf_invalid(analysis)
-    failed = _failed_needs(analysis)
+    failed = analysis.failed_needs
     needed: dict[str, _Gap] = {}
     optional: dict[str, _Gap] = {}
     broken: list[LoadedBefore] = []
     if failed:  # the import context is worth computing only when something failed alone
-        deps = dependency_closure(env)
-        direct = direct_requirements(env)
-        provided = _provided_in_context(analysis)
+        direct, deps = requirement_graph(env)
+        provided = analysis.provided
         imports = ImportContext(analysis, lambda: framework_preloads(analysis, disk, stack))
         for closure, res in failed:
             key = analysis.module_dists.get(closure.root, "")
@@ -159,7 +144,7 @@ def check_libraries(
         for res in closure.resolutions:
             if res.status != "found" and res.kind == "needed" and res.name not in needed:
                 optional.setdefault(res.name, _Gap(res.name)).requests.append((closure, res))
-    names_index = basename_index(shipping_paths(analysis)) if (needed or optional) else {}
+    names_index = analysis.shipped_at
     if needed:
         _optional_modules(analysis, disk, needed, optional, names_index)
     for before in broken:  # import torch fails, so import sgl_kernel fails with it
@@ -180,16 +165,6 @@ def check_libraries(
             findings.append(_optional_finding(env, gap, names_index))
     findings += _shadowed(analysis, disk)
     return findings
-
-
-def _failed_needs(analysis: LibraryAnalysis) -> list[tuple[Closure, Resolution]]:
-    """Each DT_NEEDED an extension module's closure did not find, with that closure."""
-    return [
-        (closure, res)
-        for closure in analysis.modules
-        for res in closure.resolutions
-        if res.status != "found" and res.kind == "needed"
-    ]
 
 
 def framework_preloads(
@@ -300,31 +275,6 @@ def reinstall_fix(env: Environment, dists: Sequence[Distribution]) -> Fix | None
 
 
 # --- unresolved-library -----------------------------------------------------------------
-
-
-def shipping_paths(analysis: LibraryAnalysis) -> list[str]:
-    """The claimed shared objects that could bring a missing library back: those under the
-    site dirs, and in a conda prefix a conda package's anywhere in it (``lib/``)."""
-    env = analysis.env
-    if not any(d.kind == "conda" for d in env.distributions):
-        return list(analysis.natives)
-    prefix = env.target.prefix
-    outside = [
-        p
-        for p, claims in env.claims.items()
-        if ".so" in p
-        and is_native(p)
-        and is_inside(p, prefix)
-        and any(c.dist.kind == "conda" for c in claims)
-    ]
-    return sorted({*analysis.natives, *outside})
-
-
-def basename_index(paths: Iterable[str]) -> dict[str, list[str]]:
-    index: dict[str, list[str]] = defaultdict(list)
-    for path in paths:
-        index[path.rpartition(os.sep)[2]].append(path)
-    return index
 
 
 @dataclass(frozen=True, slots=True)
@@ -642,7 +592,7 @@ def _shadowed(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
             requester = objects.get(res.requester)
             if requester is None:
                 continue
-            own = _own_copy(requester, res.name, disk, prefix, system.lib, system.platform)
+            own = own_copy(requester, res.name, disk, prefix, system)
             if own is None or (res.requester, res.name) in findings:
                 continue
             findings[(res.requester, res.name)] = Finding(
@@ -670,17 +620,3 @@ def _shadowed(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
                 },
             )
     return list(findings.values())
-
-
-def _own_copy(
-    requester: LoadedObject, name: str, disk: Disk, prefix: str, lib: str, platform: str | None
-) -> str | None:
-    raw = requester.elf.runpath or requester.elf.rpath or ""
-    for element in raw.split(":"):
-        directory = expand_dst(element, origin=requester.origin, lib=lib, platform=platform)
-        if not directory:
-            continue
-        candidate = _norm(os.path.join(directory, name))
-        if is_inside(candidate, prefix) and disk.stat(candidate).is_file:
-            return candidate
-    return None

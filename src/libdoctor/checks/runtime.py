@@ -25,12 +25,10 @@ from typing import Any
 
 from libdoctor.checks.libraries import (
     Shipped,
-    basename_index,
     owner_refs,
     reinstall_fix,
     searched_dirs,
     shipped_by,
-    shipping_paths,
 )
 from libdoctor.checks.wording import file_list
 from libdoctor.disk.stat import Disk
@@ -38,7 +36,7 @@ from libdoctor.environment.distributions import Distribution
 from libdoctor.environment.model import Environment, is_inside
 from libdoctor.environment.paths import display
 from libdoctor.findings import DistRef, Finding, Severity
-from libdoctor.loader.dlopened import RuntimeEdge, expected
+from libdoctor.loader.dlopened import RuntimeEdge
 from libdoctor.loader.extensions import LibraryAnalysis, module_name
 from libdoctor.stack.cuda import cuda_major_of
 
@@ -49,7 +47,7 @@ def check_runtime_loads(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
     env = analysis.env
     if not analysis.runtime:
         return []
-    index = basename_index(shipping_paths(analysis))
+    index = analysis.shipped_at
     findings: list[Finding] = []
     for edge in analysis.runtime:
         res = edge.resolution
@@ -57,21 +55,22 @@ def check_runtime_loads(analysis: LibraryAnalysis, disk: Disk) -> list[Finding]:
             continue
         shipped = shipped_by(env, disk, edge.load.name, index)
         owner = _owner(env, edge.requester)
-        meant = expected(env, edge)
+        module = module_name(edge.module, env.target.site_packages)  # dotted, once
+        meant = edge.expected
         lost = [s for s in shipped if not s.present]
         if res.status != "found":
             if meant or lost:
-                findings.append(_missing(analysis, edge, owner, shipped, lost))
+                findings.append(_missing(analysis, edge, module, owner, shipped, lost))
             continue
         if not meant or res.path is None:
             continue
         found = os.path.normpath(res.path)
         if not is_inside(found, env.target.prefix):
-            findings.append(_outside(analysis, edge, owner, found, shipped))
+            findings.append(_outside(analysis, edge, module, owner, found, shipped))
         else:
             other = _other_major(env, owner, found)
             if other is not None:
-                findings.append(_other_major_finding(analysis, edge, owner, found, other))
+                findings.append(_other_major_finding(analysis, edge, module, owner, found, other))
     return findings
 
 
@@ -92,7 +91,7 @@ def _who(env: Environment, edge: RuntimeEdge, owner: Distribution | None) -> str
 
 
 def _evidence(
-    analysis: LibraryAnalysis, edge: RuntimeEdge, shipped: Sequence[Shipped]
+    analysis: LibraryAnalysis, edge: RuntimeEdge, module: str, shipped: Sequence[Shipped]
 ) -> dict[str, Any]:
     env = analysis.env
     res = edge.resolution
@@ -102,7 +101,7 @@ def _evidence(
         "loaded_by_owner": owner_refs(env, edge.requester),
         "how": f"dlopen by name at run time ({edge.load.source})",
         "need": edge.load.need,
-        "module": module_name(edge.module, env.target.site_packages),
+        "module": module,
         "status": res.status if res is not None else None,
         "reason": res.reason if res is not None else None,
         "searched": searched_dirs(res) if res is not None else [],
@@ -113,6 +112,7 @@ def _evidence(
 def _missing(
     analysis: LibraryAnalysis,
     edge: RuntimeEdge,
+    module: str,
     owner: Distribution | None,
     shipped: Sequence[Shipped],
     lost: Sequence[Shipped],
@@ -127,7 +127,7 @@ def _missing(
         if broken
         else "cannot be found"
     )
-    top = module_name(edge.module, env.target.site_packages).split(".")[0]
+    top = module.split(".")[0]
     message = (
         f"{edge.load.name}, which {_who(env, edge, owner)} loads at run time by name, {state}: "
         f"{edge.load.what}, though import {top} works."
@@ -154,7 +154,7 @@ def _missing(
         message=message,
         distribution=DistRef(owner.name, owner.version) if owner else None,
         paths=(os.path.normpath(edge.requester), *(s.path for s in lost)),
-        evidence=_evidence(analysis, edge, shipped),
+        evidence=_evidence(analysis, edge, module, shipped),
         fix=fix,
     )
 
@@ -162,6 +162,7 @@ def _missing(
 def _outside(
     analysis: LibraryAnalysis,
     edge: RuntimeEdge,
+    module: str,
     owner: Distribution | None,
     found: str,
     shipped: Sequence[Shipped],
@@ -196,7 +197,7 @@ def _outside(
             "it is not there: reinstalling it brings it back."
         )
         fix = reinstall_fix(env, [owner])
-    evidence = _evidence(analysis, edge, shipped)
+    evidence = _evidence(analysis, edge, module, shipped)
     evidence["resolved"] = display(found)
     evidence["via"] = res.via
     return Finding(
@@ -226,13 +227,14 @@ def _other_major(
 def _other_major_finding(
     analysis: LibraryAnalysis,
     edge: RuntimeEdge,
+    module: str,
     owner: Distribution | None,
     found: str,
     other: tuple[Distribution, int, int],
 ) -> Finding:
     env = analysis.env
     found_owner, theirs, mine = other
-    evidence = _evidence(analysis, edge, [])
+    evidence = _evidence(analysis, edge, module, [])
     evidence["resolved"] = display(found)
     evidence["resolved_owner"] = {"name": found_owner.name, "version": found_owner.version}
     return Finding(

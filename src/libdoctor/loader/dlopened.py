@@ -171,22 +171,23 @@ class RuntimeEdge:
     load: RuntimeLoad
     module: str  # the extension module whose import loaded the requester
     closure: Closure  # what the dlopen loads (root_error: it fails)
+    expected: bool  # the environment is meant to provide it (``expected``)
 
     @property
     def resolution(self) -> Resolution | None:
         return self.closure.resolutions[0] if self.closure.resolutions else None
 
 
-def expected(env: Environment, edge: RuntimeEdge) -> bool:
-    """Whether the environment is meant to provide EDGE's library: ``always`` when the
-    requester's distribution is of its loader's layout (its RECORD lists a name of the
+def expected(env: Environment, requester: str, load: RuntimeLoad) -> bool:
+    """Whether the environment is meant to provide LOAD's library: ``always`` when the
+    REQUESTER's distribution is of its loader's layout (its RECORD lists a name of the
     ``family``), ``shipped`` when that RECORD lists the library itself; never otherwise."""
-    need = edge.load.need
-    owners = env.owners(os.path.normpath(edge.requester))
+    need = load.need
+    owners = env.owners(os.path.normpath(requester))
     if not owners or owners[0].record is None or need not in ("always", "shipped"):
         return False
     listed = {os.path.basename(e.path) for e in owners[0].record.entries}
-    names = edge.load.family if need == "always" else (edge.load.name,)
+    names = load.family if need == "always" else (load.name,)
     return any(name in listed for name in names)
 
 
@@ -292,7 +293,8 @@ def runtime_edges(
             name = first.name if first is not None else result.root
             load = next((x for x in memo.get(requester or "", ()) if x.name == name), None)
             if requester is not None and load is not None:
-                edges.append(RuntimeEdge(requester, load, closure.root, result))
+                meant = expected(env, requester, load)
+                edges.append(RuntimeEdge(requester, load, closure.root, result, meant))
     return tuple(edges)
 
 

@@ -12,20 +12,22 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from libdoctor.disk.stat import Disk
 from libdoctor.elf.dynamic import ElfFormatError
+from libdoctor.elf.dynsym import DynamicSymbols, open_symbols
 from libdoctor.elf.symbols import defines_symbol
 from libdoctor.environment.model import Environment, is_inside
 from libdoctor.environment.parsed import ParsedFiles
 from libdoctor.environment.paths import is_native
 from libdoctor.loader.dlopened import RuntimeEdge, runtime_edges
 from libdoctor.loader.fs import FileId, Inspection, LoaderFS, RealFS, RootedFS
-from libdoctor.loader.model import Closure, Process, SearchConfig
+from libdoctor.loader.model import Closure, LoadedObject, Process, Resolution, SearchConfig
 from libdoctor.loader.search import Loader
-from libdoctor.loader.strings import is_extension_module
+from libdoctor.loader.strings import expand_dst, is_extension_module
 from libdoctor.loader.system import LoaderSystem
 
 
@@ -83,6 +85,10 @@ class LibraryAnalysis:
     invalid: tuple[tuple[str, str], ...]  # (path, reason): native files that are not valid ELF
     natives: tuple[str, ...]  # every claimed shared object under the site dirs, present or not
     module_dists: Mapping[str, str]  # extension module path -> owning distribution key
+    failed_needs: tuple[tuple[Closure, Resolution], ...]  # DT_NEEDED a module's closure lacks
+    provided: Mapping[str, Mapping[str, str]]  # name -> {importing dist key -> path}
+    # file name -> the claimed shared objects by that name that could bring a lost one back
+    shipped_at: Mapping[str, list[str]]
     runtime: tuple[RuntimeEdge, ...] = ()  # libraries the loaded libraries dlopen by name
 
     def closures(self) -> tuple[Closure, ...]:
@@ -169,7 +175,6 @@ def analyse(
     module_dists = {
         path: claims[0].dist.key for path in modules if (claims := env.claims.get(path))
     }
-    runtime = runtime_edges(env, loader, process, module_closures, claimed, fs.library_strings)
     return LibraryAnalysis(
         env=env,
         loader=loader,
@@ -180,8 +185,141 @@ def analyse(
         invalid=tuple(invalid),
         natives=tuple(claimed),
         module_dists=module_dists,
-        runtime=runtime,
+        failed_needs=_failed_needs(module_closures),
+        provided=_provided_in_context(module_closures, module_dists),
+        shipped_at=basename_index(_shipping_paths(env, claimed)),
+        runtime=runtime_edges(env, loader, process, module_closures, claimed, fs.library_strings),
     )
+
+
+def _failed_needs(modules: Iterable[Closure]) -> tuple[tuple[Closure, Resolution], ...]:
+    """Each DT_NEEDED an extension module's closure did not find, with that closure."""
+    return tuple(
+        (closure, res)
+        for closure in modules
+        for res in closure.resolutions
+        if res.status != "found" and res.kind == "needed"
+    )
+
+
+def _provided_in_context(
+    modules: Iterable[Closure], module_dists: Mapping[str, str]
+) -> dict[str, dict[str, str]]:
+    """soname/name -> {distribution key of the importing module -> path}, over all modules.
+
+    A module is imported after the packages it depends on: their libraries are then already
+    in the process and satisfy its needs by SONAME (LOADER_SPEC §1.0).
+    """
+    provided: dict[str, dict[str, str]] = defaultdict(dict)
+    for closure in modules:
+        key = module_dists.get(closure.root)
+        if key is None or closure.root_error:
+            continue
+        for obj in closure.loaded:
+            for name in {obj.soname, obj.request, os.path.basename(obj.path)}:
+                if name:
+                    provided[name].setdefault(key, obj.path)
+    return provided
+
+
+def basename_index(paths: Iterable[str]) -> dict[str, list[str]]:
+    """file name -> PATHS by that name, in their order."""
+    index: dict[str, list[str]] = defaultdict(list)
+    for path in paths:
+        index[path.rpartition(os.sep)[2]].append(path)
+    return index
+
+
+def _shipping_paths(env: Environment, natives: list[str]) -> tuple[str, ...]:
+    """The claimed shared objects that could bring a missing library back: those under the
+    site dirs (NATIVES), and in a conda prefix a conda package's anywhere in it (``lib/``)."""
+    if not any(d.kind == "conda" for d in env.distributions):
+        return tuple(natives)
+    prefix = env.target.prefix
+    outside = [
+        p
+        for p, claims in env.claims.items()
+        if ".so" in p
+        and is_native(p)
+        and is_inside(p, prefix)
+        and any(c.dist.kind == "conda" for c in claims)
+    ]
+    return tuple(sorted({*natives, *outside}))
+
+
+def own_copy(
+    requester: LoadedObject, name: str, disk: Disk, prefix: str, system: LoaderSystem
+) -> str | None:
+    """The file NAME under PREFIX that REQUESTER's own RUNPATH (else RPATH) leads to, present
+    on DISK: the environment's copy, whatever the search answered first."""
+    raw = requester.elf.runpath or requester.elf.rpath or ""
+    for element in raw.split(":"):
+        directory = expand_dst(
+            element, origin=requester.origin, lib=system.lib, platform=system.platform
+        )
+        if not directory:
+            continue
+        candidate = os.path.normpath(os.path.join(directory, name))
+        if is_inside(candidate, prefix) and disk.stat(candidate).is_file:
+            return candidate
+    return None
+
+
+class Exports:
+    """The dynamic symbols a set of libraries exports, each library mapped once, looked up
+    on demand: how the loader binds a module's undefined symbols (as ``ldd -r`` would),
+    read from ``.dynsym`` without running anything."""
+
+    def __init__(self, libraries: Iterable[str]) -> None:
+        self._libraries = list(libraries)
+        self._tables: list[DynamicSymbols] | None = None
+        self._known: dict[str, bool] = {}
+
+    def unbound(self, closure: Closure, wanted: re.Pattern[str]) -> list[str]:
+        """The undefined symbols of CLOSURE's module that WANTED matches and that neither
+        these libraries nor the module's own (the rest of CLOSURE) define."""
+        needed = [n for n in self._imports(closure.root) if wanted.match(n)]
+        lost = [n for n in needed if not self._defines(n)]
+        if lost:  # a C name its own libraries define is theirs, not these libraries'
+            lost = self._not_in_closure(closure, lost)
+        return lost
+
+    def _imports(self, path: str) -> tuple[str, ...]:
+        try:
+            table = open_symbols(path)
+        except (ElfFormatError, OSError, ValueError):
+            return ()  # unreadable: elf-invalid's business, not an ABI claim
+        return table.imported() if table is not None else ()
+
+    def _defines(self, name: str) -> bool:
+        if name not in self._known:
+            self._known[name] = any(t.defines(name) for t in self._open())
+        return self._known[name]
+
+    def _not_in_closure(self, closure: Closure, names: list[str]) -> list[str]:
+        """NAMES that no other object of CLOSURE (the module's own libraries) defines."""
+        tables = []
+        for obj in closure.loaded[1:]:
+            try:
+                table = open_symbols(obj.path)
+            except (ElfFormatError, OSError, ValueError):
+                continue
+            if table is not None:
+                tables.append(table)
+        return [n for n in names if not any(t.defines(n) for t in tables)]
+
+    def _open(self) -> list[DynamicSymbols]:
+        if self._tables is None:
+            tables = []
+            for path in self._libraries:
+                try:
+                    table = open_symbols(path)
+                except (ElfFormatError, OSError, ValueError):
+                    continue
+                if table is not None:
+                    tables.append(table)
+            self._tables = tables
+        return self._tables
 
 
 _CPYTHON_TAG = re.compile(r"^cpython-(\d+)")
