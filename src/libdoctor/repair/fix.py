@@ -26,7 +26,7 @@ from libdoctor.findings import Finding, Severity
 from libdoctor.remedy import Reinstall, Uninstall
 from libdoctor.repair.targetdir import plan_folder_reinstall, shared_entries
 from libdoctor.repair.verify import Verification, verify_reinstall
-from libdoctor.whatif.plan import Step, diff_findings, plan_uninstall, reinstall_together
+from libdoctor.whatif.plan import Step, diff_findings, merged_reinstall, plan_uninstall
 from libdoctor.whatif.simulation import Simulation
 
 if TYPE_CHECKING:
@@ -66,13 +66,22 @@ _DAMAGED = "its files are missing or altered"
 _Own = tuple[Distribution, Reinstall]  # a distribution and its own reinstall
 
 
-def _reinstallable(env: Environment) -> dict[Reinstall, _Own]:
+def _own_reinstalls(env: Environment) -> dict[str, Reinstall]:
+    """Each distribution fix may reinstall, with its own reinstall, by metadata dir: made
+    here once, and every step is made from these values."""
+    return {
+        d.metadata_dir: reinstall(d, env.target)
+        for d in env.distributions
+        if not (d.external or d.site.inherited)
+    }
+
+
+def _reinstallable(env: Environment, own: Mapping[str, Reinstall]) -> dict[Reinstall, _Own]:
     """Each distribution fix may reinstall, by its own reinstall."""
     out: dict[Reinstall, _Own] = {}
     for dist in env.distributions:
-        if not (dist.external or dist.site.inherited):
-            own = reinstall(dist, env.target)
-            out.setdefault(own, (dist, own))
+        if dist.metadata_dir in own:
+            out.setdefault(own[dist.metadata_dir], (dist, own[dist.metadata_dir]))
     return out
 
 
@@ -122,6 +131,7 @@ class _Decisions:
     leftovers: list[tuple[list[Distribution], Finding]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     why: dict[str, str] = field(default_factory=dict)  # metadata dir -> why it is reinstalled
+    own: dict[str, Reinstall] = field(default_factory=dict)  # metadata dir -> its reinstall
 
     def drop(self, dists: set[str], reason: str) -> None:
         """Findings that needed any of DISTS are left to the user, for REASON."""
@@ -183,8 +193,8 @@ def _sort_findings(
     env: Environment, findings: Sequence[Finding], remove_leftovers: bool
 ) -> _Decisions:
     """Which findings a reinstall repairs, which name leftovers to uninstall, which stay."""
-    decided = _Decisions()
-    reinstallable = _reinstallable(env)
+    decided = _Decisions(own=_own_reinstalls(env))
+    reinstallable = _reinstallable(env, decided.own)
     for finding in findings:
         if finding.severity < Severity.WARNING:
             continue
@@ -254,7 +264,7 @@ def _reinstall_steps(
         decided.why.setdefault(key, _DAMAGED)
     groups: dict[Reinstall, list[Distribution]] = {}
     for dist in dists.values():
-        groups.setdefault(replace(reinstall(dist, env.target), dists=()), []).append(dist)
+        groups.setdefault(replace(decided.own[dist.metadata_dir], dists=()), []).append(dist)
     steps: list[Step] = []
     folder = env.target.target_dir
     for base, members in groups.items():
@@ -262,9 +272,10 @@ def _reinstall_steps(
         if folder and base.via.upgrades_folder:
             members, along = _through_folder(env, folder, members, decided)
         if members:
-            steps.append(
-                reinstall_together([*members, *along], env.target, _reason(members, along, decided))
-            )
+            together = [*members, *along]
+            remedies = [decided.own[d.metadata_dir] for d in together]
+            why = _reason(members, along, decided)
+            steps.append(merged_reinstall(together, remedies, why))
     return steps
 
 

@@ -31,7 +31,7 @@ from libdoctor.environment.wheel import WheelFile, misplaced_members, wheel_dist
 from libdoctor.errors import LibdoctorError
 from libdoctor.external.installers import reinstall, uninstall
 from libdoctor.findings import DistRef, Finding, Severity
-from libdoctor.remedy import Remedy, merge_reinstalls
+from libdoctor.remedy import Reinstall, Remedy, merge_reinstalls
 from libdoctor.remedy import argv as argv_of
 from libdoctor.whatif.simulation import Removal, Simulation
 
@@ -47,6 +47,7 @@ __all__ = [
     "diff_findings",
     "find_distribution",
     "finding_key",
+    "merged_reinstall",
     "plan_install",
     "plan_uninstall",
     "reinstall_step",
@@ -293,7 +294,15 @@ def reinstall_step(dist: Distribution, target: Target, reason: str = "") -> Step
 
 def reinstall_together(dists: Sequence[Distribution], target: Target, reason: str = "") -> Step:
     """One installer call that reinstalls every one of DISTS (one installer, one interpreter)."""
-    (remedy,) = merge_reinstalls(tuple(reinstall(d, target) for d in dists))
+    return merged_reinstall(dists, [reinstall(d, target) for d in dists], reason)
+
+
+def merged_reinstall(
+    dists: Sequence[Distribution], remedies: Sequence[Reinstall], reason: str = ""
+) -> Step:
+    """The one installer call of REMEDIES, each the own reinstall of one of DISTS (one
+    installer, one interpreter)."""
+    (remedy,) = merge_reinstalls(tuple(remedies))
     first = dists[0]
     also = tuple(dists[1:])
     return Step("reinstall", remedy, first.name, first.version, first, None, reason, also)
