@@ -49,10 +49,18 @@ class FixPlan:
     new: tuple[Finding, ...]  # in the simulated result, not now: a step would break something
     notes: tuple[str, ...] = ()
     verification: tuple[Verification, ...] = ()  # one per reinstalled distribution
+    verified: tuple[tuple[Verification, ...], ...] = ()  # each step's, in step order
 
-    def verified(self, step: Step) -> tuple[Verification, ...]:
+
+def _by_step(
+    steps: Sequence[Step], verification: Sequence[Verification]
+) -> tuple[tuple[Verification, ...], ...]:
+    """Each step's verifications: those of the distributions it acts on."""
+    out = []
+    for step in steps:
         dirs = {d.metadata_dir for d in step.dists}
-        return tuple(v for v in self.verification if v.dist.metadata_dir in dirs)
+        out.append(tuple(v for v in verification if v.dist.metadata_dir in dirs))
+    return tuple(out)
 
 
 _NOT_AUTOMATIC = {
@@ -174,6 +182,7 @@ def plan_fix(
         if s.action == "reinstall"
         for d in s.dists
     )
+    verified = _by_step(steps, verification)
     predicted = _simulate(env, disk, libraries, steps, verification) if steps else tuple(before)
     addressed = {id(f) for f in [*decided.addressed, *(f for f, _ in decided.reinstalls)]}
     return FixPlan(
@@ -186,6 +195,7 @@ def plan_fix(
         new=diff_findings(before, predicted).new,
         notes=tuple(decided.notes),
         verification=verification,
+        verified=verified,
     )
 
 
