@@ -321,34 +321,29 @@ def plan_uninstall(
         if all(d.metadata_dir != dist.metadata_dir for d in dists):
             dists.append(dist)
     leaving = {d.metadata_dir for d in dists}
-    before = run_checks(env, disk, None, libraries)
+    steps = tuple(uninstall_step(d, env.target) for d in dists)
     sim = Simulation(env, disk, libraries)
     removals = [sim.uninstall(d) for d in dists]
     co_owned = [c for r in removals for c in _co_owned(r, env, leaving)]
-    diff = diff_findings(before, sim.findings())
-    diff = replace(diff, new=(*diff.new, *_extras_left_incomplete(env, dists, diff.new)))
     notes = _uninstall_notes(env, removals)
+    after = sim.findings()
+    before = run_checks(env, disk, None, libraries)
+    diff = diff_findings(before, after)
+    diff = replace(diff, new=(*diff.new, *_extras_left_incomplete(env, dists, diff.new)))
     repair: list[Step] = []
     after_repair: tuple[Finding, ...] | None = None
     if any(f.severity >= Severity.ERROR for f in diff.new):
         owners = _choose_repairs(co_owned, env)
+        repair = [reinstall_step(o, env.target, _puts_back(o, co_owned)) for o in owners]
         if owners:
             for owner in owners:
                 sim.reinstall(owner)
-                paths = sum(1 for c in co_owned if owner in c.owners)
-                repair.append(
-                    reinstall_step(
-                        owner,
-                        env.target,
-                        f"puts back {paths} co-owned file{'s' if paths != 1 else ''}",
-                    )
-                )
             after_repair = diff_findings(before, sim.findings()).new
     return Plan(
         action="uninstall",
         target=env.target,
         subjects=tuple(d.display for d in dists),
-        steps=tuple(uninstall_step(d, env.target) for d in dists),
+        steps=steps,
         removals=tuple(removals),
         co_owned=tuple(co_owned),
         new=diff.new,
@@ -360,6 +355,11 @@ def plan_uninstall(
         files=len(env.claims),
         before=tuple(before),
     )
+
+
+def _puts_back(owner: Distribution, co_owned: Sequence[CoOwned]) -> str:
+    paths = sum(1 for c in co_owned if owner in c.owners)
+    return f"puts back {paths} co-owned file{'s' if paths != 1 else ''}"
 
 
 def _extras_left_incomplete(
