@@ -19,6 +19,7 @@ from libdoctor.analysis.run import run_checks
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, canonicalize_name
 from libdoctor.environment.model import Environment
+from libdoctor.environment.record import RecordEntry
 from libdoctor.environment.target import Target
 from libdoctor.environment.wheel import read_wheel, wheel_distribution
 from libdoctor.external.installers import reinstall
@@ -340,19 +341,35 @@ def _simulate(
 ) -> tuple[Finding, ...]:
     """Every finding of the environment as it would be after STEPS. A reinstall whose wheel
     is at hand writes what that wheel holds; otherwise what the installed RECORD lists."""
-    wheels = {v.dist.metadata_dir: v.wheels[0] for v in verification if v.wheels}
+    written = _wheels_written(env, steps, verification)
     sim = Simulation(env, disk, libraries)
     for step in steps:
         for dist in step.dists:
             if step.action == "uninstall":
                 sim.uninstall(dist)
-            elif dist.metadata_dir in wheels:
+            elif dist.metadata_dir in written:
                 sim.uninstall(dist)
-                wheel = read_wheel(wheels[dist.metadata_dir])
-                sim.write(*wheel_distribution(wheel, env.target, dist.installer or "pip"))
+                sim.write(*written[dist.metadata_dir])
             else:
                 sim.reinstall(dist)
     return tuple(sim.findings())
+
+
+def _wheels_written(
+    env: Environment, steps: Sequence[Step], verification: Sequence[Verification]
+) -> dict[str, tuple[Distribution, dict[str, RecordEntry]]]:
+    """What each reinstall whose wheel is at hand writes (the first wheel the installer
+    could take), by the reinstalled distribution's metadata dir, read in step order."""
+    wheels = {v.dist.metadata_dir: v.wheels[0] for v in verification if v.wheels}
+    out: dict[str, tuple[Distribution, dict[str, RecordEntry]]] = {}
+    for step in steps:
+        for dist in step.dists:
+            if step.action != "uninstall" and dist.metadata_dir in wheels:
+                wheel = read_wheel(wheels[dist.metadata_dir])
+                out[dist.metadata_dir] = wheel_distribution(
+                    wheel, env.target, dist.installer or "pip"
+                )
+    return out
 
 
 def _leftovers(env: Environment, finding: Finding) -> list[Distribution]:
