@@ -61,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
     )
     if fixed.outcome is None:  # a dry run, or nothing to repair
         changes.refuse_unrunnable(target, fixed.plan.steps)
+    code = _exit_code(fixed)
     _write(args, fixed, options.installer)
-    return _exit_code(fixed)
+    return code
 
 
 def _exit_code(fixed: FixResult) -> int:

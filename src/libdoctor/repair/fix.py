@@ -19,6 +19,7 @@ from libdoctor.analysis.run import run_checks
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.distributions import Distribution, canonicalize_name
 from libdoctor.environment.model import Environment
+from libdoctor.environment.record import RecordEntry
 from libdoctor.environment.target import Target
 from libdoctor.environment.wheel import read_wheel, wheel_distribution
 from libdoctor.external.installers import reinstall
@@ -26,7 +27,7 @@ from libdoctor.findings import Finding, Severity
 from libdoctor.remedy import Reinstall, Uninstall
 from libdoctor.repair.targetdir import plan_folder_reinstall, shared_entries
 from libdoctor.repair.verify import Verification, verify_reinstall
-from libdoctor.whatif.plan import Step, diff_findings, plan_uninstall, reinstall_together
+from libdoctor.whatif.plan import Step, diff_findings, merged_reinstall, plan_uninstall
 from libdoctor.whatif.simulation import Simulation
 
 if TYPE_CHECKING:
@@ -49,10 +50,18 @@ class FixPlan:
     new: tuple[Finding, ...]  # in the simulated result, not now: a step would break something
     notes: tuple[str, ...] = ()
     verification: tuple[Verification, ...] = ()  # one per reinstalled distribution
+    verified: tuple[tuple[Verification, ...], ...] = ()  # each step's, in step order
 
-    def verified(self, step: Step) -> tuple[Verification, ...]:
+
+def _by_step(
+    steps: Sequence[Step], verification: Sequence[Verification]
+) -> tuple[tuple[Verification, ...], ...]:
+    """Each step's verifications: those of the distributions it acts on."""
+    out = []
+    for step in steps:
         dirs = {d.metadata_dir for d in step.dists}
-        return tuple(v for v in self.verification if v.dist.metadata_dir in dirs)
+        out.append(tuple(v for v in verification if v.dist.metadata_dir in dirs))
+    return tuple(out)
 
 
 _NOT_AUTOMATIC = {
@@ -66,13 +75,22 @@ _DAMAGED = "its files are missing or altered"
 _Own = tuple[Distribution, Reinstall]  # a distribution and its own reinstall
 
 
-def _reinstallable(env: Environment) -> dict[Reinstall, _Own]:
+def _own_reinstalls(env: Environment) -> dict[str, Reinstall]:
+    """Each distribution fix may reinstall, with its own reinstall, by metadata dir: made
+    here once, and every step is made from these values."""
+    return {
+        d.metadata_dir: reinstall(d, env.target)
+        for d in env.distributions
+        if not (d.external or d.site.inherited)
+    }
+
+
+def _reinstallable(env: Environment, own: Mapping[str, Reinstall]) -> dict[Reinstall, _Own]:
     """Each distribution fix may reinstall, by its own reinstall."""
     out: dict[Reinstall, _Own] = {}
     for dist in env.distributions:
-        if not (dist.external or dist.site.inherited):
-            own = reinstall(dist, env.target)
-            out.setdefault(own, (dist, own))
+        if dist.metadata_dir in own:
+            out.setdefault(own[dist.metadata_dir], (dist, own[dist.metadata_dir]))
     return out
 
 
@@ -122,6 +140,7 @@ class _Decisions:
     leftovers: list[tuple[list[Distribution], Finding]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     why: dict[str, str] = field(default_factory=dict)  # metadata dir -> why it is reinstalled
+    own: dict[str, Reinstall] = field(default_factory=dict)  # metadata dir -> its reinstall
 
     def drop(self, dists: set[str], reason: str) -> None:
         """Findings that needed any of DISTS are left to the user, for REASON."""
@@ -164,6 +183,7 @@ def plan_fix(
         if s.action == "reinstall"
         for d in s.dists
     )
+    verified = _by_step(steps, verification)
     predicted = _simulate(env, disk, libraries, steps, verification) if steps else tuple(before)
     addressed = {id(f) for f in [*decided.addressed, *(f for f, _ in decided.reinstalls)]}
     return FixPlan(
@@ -176,6 +196,7 @@ def plan_fix(
         new=diff_findings(before, predicted).new,
         notes=tuple(decided.notes),
         verification=verification,
+        verified=verified,
     )
 
 
@@ -183,8 +204,8 @@ def _sort_findings(
     env: Environment, findings: Sequence[Finding], remove_leftovers: bool
 ) -> _Decisions:
     """Which findings a reinstall repairs, which name leftovers to uninstall, which stay."""
-    decided = _Decisions()
-    reinstallable = _reinstallable(env)
+    decided = _Decisions(own=_own_reinstalls(env))
+    reinstallable = _reinstallable(env, decided.own)
     for finding in findings:
         if finding.severity < Severity.WARNING:
             continue
@@ -254,7 +275,7 @@ def _reinstall_steps(
         decided.why.setdefault(key, _DAMAGED)
     groups: dict[Reinstall, list[Distribution]] = {}
     for dist in dists.values():
-        groups.setdefault(replace(reinstall(dist, env.target), dists=()), []).append(dist)
+        groups.setdefault(replace(decided.own[dist.metadata_dir], dists=()), []).append(dist)
     steps: list[Step] = []
     folder = env.target.target_dir
     for base, members in groups.items():
@@ -262,9 +283,10 @@ def _reinstall_steps(
         if folder and base.via.upgrades_folder:
             members, along = _through_folder(env, folder, members, decided)
         if members:
-            steps.append(
-                reinstall_together([*members, *along], env.target, _reason(members, along, decided))
-            )
+            together = [*members, *along]
+            remedies = [decided.own[d.metadata_dir] for d in together]
+            why = _reason(members, along, decided)
+            steps.append(merged_reinstall(together, remedies, why))
     return steps
 
 
@@ -319,19 +341,35 @@ def _simulate(
 ) -> tuple[Finding, ...]:
     """Every finding of the environment as it would be after STEPS. A reinstall whose wheel
     is at hand writes what that wheel holds; otherwise what the installed RECORD lists."""
-    wheels = {v.dist.metadata_dir: v.wheels[0] for v in verification if v.wheels}
+    written = _wheels_written(env, steps, verification)
     sim = Simulation(env, disk, libraries)
     for step in steps:
         for dist in step.dists:
             if step.action == "uninstall":
                 sim.uninstall(dist)
-            elif dist.metadata_dir in wheels:
+            elif dist.metadata_dir in written:
                 sim.uninstall(dist)
-                wheel = read_wheel(wheels[dist.metadata_dir])
-                sim.write(*wheel_distribution(wheel, env.target, dist.installer or "pip"))
+                sim.write(*written[dist.metadata_dir])
             else:
                 sim.reinstall(dist)
     return tuple(sim.findings())
+
+
+def _wheels_written(
+    env: Environment, steps: Sequence[Step], verification: Sequence[Verification]
+) -> dict[str, tuple[Distribution, dict[str, RecordEntry]]]:
+    """What each reinstall whose wheel is at hand writes (the first wheel the installer
+    could take), by the reinstalled distribution's metadata dir, read in step order."""
+    wheels = {v.dist.metadata_dir: v.wheels[0] for v in verification if v.wheels}
+    out: dict[str, tuple[Distribution, dict[str, RecordEntry]]] = {}
+    for step in steps:
+        for dist in step.dists:
+            if step.action != "uninstall" and dist.metadata_dir in wheels:
+                wheel = read_wheel(wheels[dist.metadata_dir])
+                out[dist.metadata_dir] = wheel_distribution(
+                    wheel, env.target, dist.installer or "pip"
+                )
+    return out
 
 
 def _leftovers(env: Environment, finding: Finding) -> list[Distribution]:

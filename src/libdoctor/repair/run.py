@@ -236,8 +236,8 @@ def _run_each(
     say = talk.say
     results: list[StepResult] = []
     for number, step in enumerate(steps, start=1):
-        env = build_environment(target)
-        saved = session.save(touched_paths(step, env, RealDisk()))
+        touched = touched_paths(step, build_environment(target), RealDisk())
+        saved = session.save(touched)
         # The wrapper (a test hook) runs the installer itself; otherwise `uv` is the one
         # find_uv found, also when it is not on PATH.
         command = step_argv(step, options)

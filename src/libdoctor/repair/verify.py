@@ -111,11 +111,13 @@ def _scripts(wheel: WheelFile, bindir: str) -> set[str]:
 
 
 def _placed(wheel: WheelFile, dist: Distribution, env: Environment) -> set[str]:
-    """Every path the wheel puts in the target, the installer's own additions included."""
-    _, files = wheel_distribution(wheel, env.target, dist.installer or "pip")
+    """Every path the wheel puts in the target, the installer's own additions included: the
+    scripts it generates, the metadata files it writes, and the wheel's files where it
+    places them."""
+    scripts = _scripts(wheel, os.path.join(dist.site.prefix, "bin"))
     metadata = os.path.join(dist.site.path, wheel.dist_info)
-    placed = set(files) | {os.path.join(metadata, n) for n in _GENERATED}
-    return placed | _scripts(wheel, os.path.join(dist.site.prefix, "bin"))
+    _, files = wheel_distribution(wheel, env.target, dist.installer or "pip")
+    return scripts | {os.path.join(metadata, n) for n in _GENERATED} | set(files)
 
 
 def verify_reinstall(

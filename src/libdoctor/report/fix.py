@@ -61,7 +61,10 @@ def fix_dict(fixed: FixResult, options: InstallerOptions) -> dict[str, Any]:
     fix = fixed.plan
     return {
         "dry_run": fixed.dry_run,
-        "steps": [_step_dict(fix, s, options) for s in fix.steps],
+        "steps": [
+            _step_dict(s, checked, options)
+            for s, checked in zip(fix.steps, fix.verified, strict=True)
+        ],
         "addressed": [f.to_json() for f in fix.addressed],
         "not_handled": [{"finding": f.to_json(), "reason": why} for f, why in fix.not_handled],
         "predicted": [f.to_json() for f in fixed.predicted],
@@ -71,12 +74,14 @@ def fix_dict(fixed: FixResult, options: InstallerOptions) -> dict[str, Any]:
     }
 
 
-def _step_dict(fix: FixPlan, step: Step, options: InstallerOptions) -> dict[str, Any]:
+def _step_dict(
+    step: Step, checked: Sequence[Verification], options: InstallerOptions
+) -> dict[str, Any]:
     """A step as ``plan`` shows it, with every distribution it acts on (one call may
-    reinstall several) and, for a reinstall, whether it really puts the missing paths back."""
+    reinstall several) and, for a reinstall, whether it really puts the missing paths back
+    (CHECKED)."""
     out = step_dict(step, options)
     out["distributions"] = [{"name": d.name, "version": d.version} for d in step.dists]
-    checked = fix.verified(step)
     if checked:
         out["verification"] = [_verification_dict(v) for v in checked]
     return out

@@ -31,7 +31,7 @@ from libdoctor.environment.wheel import WheelFile, misplaced_members, wheel_dist
 from libdoctor.errors import LibdoctorError
 from libdoctor.external.installers import reinstall, uninstall
 from libdoctor.findings import DistRef, Finding, Severity
-from libdoctor.remedy import Remedy, merge_reinstalls
+from libdoctor.remedy import Reinstall, Remedy, merge_reinstalls
 from libdoctor.remedy import argv as argv_of
 from libdoctor.whatif.simulation import Removal, Simulation
 
@@ -47,6 +47,7 @@ __all__ = [
     "diff_findings",
     "find_distribution",
     "finding_key",
+    "merged_reinstall",
     "plan_install",
     "plan_uninstall",
     "reinstall_step",
@@ -293,7 +294,15 @@ def reinstall_step(dist: Distribution, target: Target, reason: str = "") -> Step
 
 def reinstall_together(dists: Sequence[Distribution], target: Target, reason: str = "") -> Step:
     """One installer call that reinstalls every one of DISTS (one installer, one interpreter)."""
-    (remedy,) = merge_reinstalls(tuple(reinstall(d, target) for d in dists))
+    return merged_reinstall(dists, [reinstall(d, target) for d in dists], reason)
+
+
+def merged_reinstall(
+    dists: Sequence[Distribution], remedies: Sequence[Reinstall], reason: str = ""
+) -> Step:
+    """The one installer call of REMEDIES, each the own reinstall of one of DISTS (one
+    installer, one interpreter)."""
+    (remedy,) = merge_reinstalls(tuple(remedies))
     first = dists[0]
     also = tuple(dists[1:])
     return Step("reinstall", remedy, first.name, first.version, first, None, reason, also)
@@ -312,34 +321,29 @@ def plan_uninstall(
         if all(d.metadata_dir != dist.metadata_dir for d in dists):
             dists.append(dist)
     leaving = {d.metadata_dir for d in dists}
-    before = run_checks(env, disk, None, libraries)
+    steps = tuple(uninstall_step(d, env.target) for d in dists)
     sim = Simulation(env, disk, libraries)
     removals = [sim.uninstall(d) for d in dists]
     co_owned = [c for r in removals for c in _co_owned(r, env, leaving)]
-    diff = diff_findings(before, sim.findings())
-    diff = replace(diff, new=(*diff.new, *_extras_left_incomplete(env, dists, diff.new)))
     notes = _uninstall_notes(env, removals)
+    after = sim.findings()
+    before = run_checks(env, disk, None, libraries)
+    diff = diff_findings(before, after)
+    diff = replace(diff, new=(*diff.new, *_extras_left_incomplete(env, dists, diff.new)))
     repair: list[Step] = []
     after_repair: tuple[Finding, ...] | None = None
     if any(f.severity >= Severity.ERROR for f in diff.new):
         owners = _choose_repairs(co_owned, env)
+        repair = [reinstall_step(o, env.target, _puts_back(o, co_owned)) for o in owners]
         if owners:
             for owner in owners:
                 sim.reinstall(owner)
-                paths = sum(1 for c in co_owned if owner in c.owners)
-                repair.append(
-                    reinstall_step(
-                        owner,
-                        env.target,
-                        f"puts back {paths} co-owned file{'s' if paths != 1 else ''}",
-                    )
-                )
             after_repair = diff_findings(before, sim.findings()).new
     return Plan(
         action="uninstall",
         target=env.target,
         subjects=tuple(d.display for d in dists),
-        steps=tuple(uninstall_step(d, env.target) for d in dists),
+        steps=steps,
         removals=tuple(removals),
         co_owned=tuple(co_owned),
         new=diff.new,
@@ -351,6 +355,11 @@ def plan_uninstall(
         files=len(env.claims),
         before=tuple(before),
     )
+
+
+def _puts_back(owner: Distribution, co_owned: Sequence[CoOwned]) -> str:
+    paths = sum(1 for c in co_owned if owner in c.owners)
+    return f"puts back {paths} co-owned file{'s' if paths != 1 else ''}"
 
 
 def _extras_left_incomplete(
