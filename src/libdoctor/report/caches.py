@@ -7,10 +7,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from libdoctor.document import dumps, findings_document
 from libdoctor.environment.paths import display
 from libdoctor.findings import Finding
 from libdoctor.repair.caches import Cleared
-from libdoctor.report.json import render
 from libdoctor.report.text import Line, finding_lines, text_lines, to_string
 from libdoctor.stack.caches import CacheScan, Entry, Versions, size_text
 
@@ -152,7 +152,7 @@ def scan_json(
         "stale_bytes": sum(e.size for s in scans for e in s.stale),
     }
     extra = {"versions": _versions_dict(versions), "caches": [_scan_dict(s) for s in scans]}
-    return render(target=target, summary=summary, findings=findings, extra=extra)
+    return dumps(findings_document(target=target, summary=summary, findings=findings, extra=extra))
 
 
 def cleared_text(cleared: Sequence[Cleared], dry_run: bool, restore_args: str = "") -> str:
@@ -189,4 +189,6 @@ def cleared_json(target: dict[str, Any], cleared: Sequence[Cleared], dry_run: bo
         for c in cleared
     ]
     summary = {"dry_run": dry_run, "entries": sum(len(c.entries) for c in cleared)}
-    return render(target=target, summary=summary, findings=(), extra={"cleared": rows})
+    return dumps(
+        findings_document(target=target, summary=summary, findings=(), extra={"cleared": rows})
+    )

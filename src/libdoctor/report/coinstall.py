@@ -130,7 +130,7 @@ def _extensions(plan: LockPlan) -> dict[str, Any]:
 
 
 def render_json(plan: LockPlan, findings: Sequence[Finding]) -> str:
-    from libdoctor.report.json import render
+    from libdoctor.document import dumps, findings_document
 
     summary = {
         "locked": len(plan.lock.packages),
@@ -141,8 +141,10 @@ def render_json(plan: LockPlan, findings: Sequence[Finding]) -> str:
         "requests": plan.requests,
     }
     target = {"lock": plan.lock.path, "platform": plan.platform.platform}
-    return render(
-        target=target, summary=summary, findings=findings, extra={"lock": lock_dict(plan)}
+    return dumps(
+        findings_document(
+            target=target, summary=summary, findings=findings, extra={"lock": lock_dict(plan)}
+        )
     )
 
 

@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.checks.wording import plural
+from libdoctor.document import dumps, findings_document
 from libdoctor.environment.paths import display
 from libdoctor.findings import Severity, count_by_severity
-from libdoctor.report import json as json_report
 from libdoctor.report.plan import findings_block, step_dict, steps_lines
 from libdoctor.report.text import Line, to_string
 from libdoctor.version import __version__
@@ -38,11 +38,13 @@ _COUNTED = (
 def fix_json(target: Mapping[str, Any], fixed: FixResult, options: InstallerOptions) -> str:
     """The plan, and once it ran how the run went; the findings are those of now, or after."""
     after = fixed.outcome is not None and fixed.outcome.after is not None
-    return json_report.render(
-        target=target,
-        summary={"stage": "after" if after else "before"},
-        findings=fixed.findings,
-        extra={"fix": fix_dict(fixed, options)},
+    return dumps(
+        findings_document(
+            target=target,
+            summary={"stage": "after" if after else "before"},
+            findings=fixed.findings,
+            extra={"fix": fix_dict(fixed, options)},
+        )
     )
 
 

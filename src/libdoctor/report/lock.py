@@ -163,12 +163,14 @@ def _verdict(report: LockReport, findings: Sequence[Finding]) -> Line:
 
 
 def render_json(report: LockReport, findings: Sequence[Finding], target: Mapping[str, Any]) -> str:
-    from libdoctor.report import json as json_report
+    from libdoctor.document import dumps, findings_document
 
-    return json_report.render(
-        target=target,
-        summary=summary(report),
-        findings=findings,
-        hashing=report.hashing,
-        extra={"lock": lock_dict(report)},
+    return dumps(
+        findings_document(
+            target=target,
+            summary=summary(report),
+            findings=findings,
+            hashing=report.hashing,
+            extra={"lock": lock_dict(report)},
+        )
     )

@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from libdoctor.analysis.shown import shown_by_default
 from libdoctor.checks.wording import plural
-from libdoctor.document import named
+from libdoctor.document import dumps, findings_document, named
 from libdoctor.environment.paths import display
 from libdoctor.external.installers import InstallerOptions
 from libdoctor.repair.run import step_argv
-from libdoctor.report import json as json_report
 from libdoctor.report.text import PATHS_SHOWN, Line, finding_lines, to_string
 from libdoctor.version import __version__
 
@@ -41,11 +40,13 @@ def visible(plan: Plan) -> Plan:
 
 def plan_json(plan: Plan, target: Mapping[str, Any]) -> str:
     plan = visible(plan)
-    return json_report.render(
-        target=target,
-        summary={"distributions": plan.distributions, "files": plan.files},
-        findings=plan.new,
-        extra={"plan": plan_dict(plan)},
+    return dumps(
+        findings_document(
+            target=target,
+            summary={"distributions": plan.distributions, "files": plan.files},
+            findings=plan.new,
+            extra={"plan": plan_dict(plan)},
+        )
     )
 
 

@@ -12,10 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.checks.wording import file_list
-from libdoctor.document import named
+from libdoctor.document import dumps, findings_document, named
 from libdoctor.environment.paths import display
 from libdoctor.findings import Finding, Severity
-from libdoctor.report import json as json_report
 from libdoctor.report.text import Line, finding_lines, summary_line, to_string
 from libdoctor.version import __version__
 
@@ -83,11 +82,13 @@ def summary(run: ProbeRun) -> dict[str, Any]:
 
 def render_json(run: ProbeRun, findings: Sequence[Finding], target: Mapping[str, Any]) -> str:
     """The common report (TARGET with the interpreter that ran), plus one entry per probe."""
-    return json_report.render(
-        target={**target, "python": run.python},
-        summary=summary(run),
-        findings=findings,
-        extra={"probes": [probe_dict(p) for p in run.probes]},
+    return dumps(
+        findings_document(
+            target={**target, "python": run.python},
+            summary=summary(run),
+            findings=findings,
+            extra={"probes": [probe_dict(p) for p in run.probes]},
+        )
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from libdoctor.report import json as json_report
+from libdoctor.document import dumps, findings_document
 from libdoctor.report.fix import run_dict, run_lines
 from libdoctor.report.plan import plan_dict, visible
 from libdoctor.report.text import to_string
@@ -21,11 +21,13 @@ if TYPE_CHECKING:
 
 def uninstall_json(plan: Plan, target: Mapping[str, Any], outcome: Outcome) -> str:
     """The findings are those after the run, or (rolled back) those of before."""
-    return json_report.render(
-        target=target,
-        summary={"stage": "after" if outcome.after is not None else "before"},
-        findings=outcome.findings,
-        extra={"plan": plan_dict(visible(plan)), "run": run_dict(outcome)},
+    return dumps(
+        findings_document(
+            target=target,
+            summary={"stage": "after" if outcome.after is not None else "before"},
+            findings=outcome.findings,
+            extra={"plan": plan_dict(visible(plan)), "run": run_dict(outcome)},
+        )
     )
 
 
