@@ -30,7 +30,7 @@ from libdoctor.external.process import (
     run_installer,
     terminated_by_signal,
 )
-from libdoctor.remedy import RUNNABLE
+from libdoctor.remedy import RUNNABLE, Install, Reinstall
 from libdoctor.repair.backup import BackupSession
 from libdoctor.repair.journal import BackupInfo
 from libdoctor.repair.rollback import RestoreResult
@@ -86,7 +86,9 @@ def touched_paths(step: Step, env: Environment, disk: Disk) -> tuple[str, ...]:
             paths += removal.files
             paths += _bytecode_of(removal.files, disk)
     folder = env.target.target_dir
-    if folder and step.action == "reinstall" and "--upgrade" in step.argv:
+    remedy = step.remedy
+    upgrades = isinstance(remedy, (Reinstall, Install)) and remedy.via.upgrades_folder
+    if folder and step.action == "reinstall" and upgrades:
         # pip replaces each top-level entry it writes whole, unowned files and all
         entries = {
             e for d in step.dists for e in folder_entries(by_dir.get(d.metadata_dir, d), folder)
