@@ -23,8 +23,10 @@ from libdoctor.remedy import (
     Via,
     argv,
     merge_reinstalls,
+    program,
     remedy_of,
     to_plain,
+    uninstalled,
 )
 
 PY = "/env/bin/python"
@@ -257,3 +259,27 @@ def test_a_cached_fix_comes_back_as_it_was() -> None:
         assert remedy_of(bad) is None
     assert Fix.from_plain(((("RemoveMetadata", 1),), "")) is None
     assert Fix.from_plain("x") is None
+
+
+def test_the_installer_a_remedy_runs_is_its_value_and_agrees_with_its_command() -> None:
+    remedies: list[Remedy] = [
+        Reinstall((A,), UV),
+        Install(("a==1",), UV),
+        Uninstall("a", UV),
+        LockRemove(("a",)),
+        Reinstall((A,), PIP),
+        Uninstall("a", CONDA),
+        RemoveMetadata("/env/x.dist-info"),
+    ]
+    for remedy in remedies:
+        assert (program(remedy) == "uv") == (argv(remedy)[0] == "uv"), remedy
+    assert program(Uninstall("a", CONDA)) == "conda"
+    assert program(ClearCache(("triton",), "/env")) is None
+
+
+def test_what_an_uninstall_names_is_read_from_the_value() -> None:
+    assert uninstalled(Uninstall("a", PIP)) == "a"
+    assert uninstalled(Uninstall("a", UV)) == "a"
+    assert uninstalled(Uninstall("a", CONDA)) is None  # conda removes: another command
+    assert uninstalled(Uninstall("a", FOLDER)) is None  # pip cannot uninstall from a folder
+    assert uninstalled(Reinstall((A,), PIP)) is None

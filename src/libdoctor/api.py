@@ -375,9 +375,10 @@ def _install_request(items: Sequence[str] | InstallRequest) -> InstallRequest:
 
 
 def _refuse_without_uv(steps: Sequence[Step], environ: Mapping[str, str]) -> None:
+    from libdoctor.remedy import program
     from libdoctor.repair.run import require_uv
 
-    if any(step.argv and step.argv[0] == "uv" for step in steps):
+    if any(program(step.remedy) == "uv" for step in steps):
         require_uv(environ, "the environment was made by uv")
 
 

@@ -31,8 +31,10 @@ __all__ = [
     "argv",
     "merge_reinstalls",
     "placeholder",
+    "program",
     "remedy_of",
     "to_plain",
+    "uninstalled",
 ]
 
 RUNNABLE = frozenset({"pip", "uv"})
@@ -265,6 +267,22 @@ def _uninstall_argv(remedy: Uninstall) -> tuple[str, ...]:
     if remedy.impossible:
         return (NO_PIP_UNINSTALL, remedy.name)
     return (via.interpreter, "-m", "pip", "uninstall", "--yes", remedy.name)
+
+
+def program(remedy: Remedy) -> str | None:
+    """The installer REMEDY runs (``pip``, ``uv``, ``conda``), None for a remedy that is not
+    an installer's command (a metadata directory deleted, a cache cleared)."""
+    if isinstance(remedy, (Reinstall, Install, Uninstall)):
+        return remedy.via.installer
+    return "uv" if isinstance(remedy, LockRemove) else None
+
+
+def uninstalled(remedy: Remedy) -> str | None:
+    """The distribution REMEDY uninstalls with pip or uv, else None (conda removes; pip
+    cannot uninstall from a --target folder)."""
+    if isinstance(remedy, Uninstall) and remedy.via.installer != "conda" and not remedy.impossible:
+        return remedy.name
+    return None
 
 
 # --------------------------------------------------------------------------- merging

@@ -14,6 +14,7 @@ from libdoctor.checks.wording import plural
 from libdoctor.document import dumps, findings_document
 from libdoctor.environment.paths import display
 from libdoctor.findings import Severity, count_by_severity
+from libdoctor.remedy import uninstalled
 from libdoctor.report.plan import findings_block, step_dict, steps_lines
 from libdoctor.report.text import Line, to_string
 from libdoctor.version import __version__
@@ -223,7 +224,7 @@ def _left_for_you(prefix: str, fix: FixPlan) -> list[Line]:
         if finding.fix is None:
             continue
         lines.append(Line.of("      suggested: ", "dim").plus(display(finding.fix.command)))
-        removed = [step[-1] for step in finding.fix.steps if "uninstall" in step]
+        removed = [name for r in finding.fix.remedies if (name := uninstalled(r)) is not None]
         if removed:
             safely = shlex.join(["libdoctor", "uninstall", *removed, prefix])
             lines.append(
