@@ -8,11 +8,13 @@ does not, the installers not counted as extra, and the notes of its reading.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.document import named
 from libdoctor.environment.paths import display
 from libdoctor.findings import Finding, Severity
+from libdoctor.remedy import Install, Remedy, Uninstall, argv
 from libdoctor.report.check import hashing_line, target_line
 from libdoctor.report.text import MARK, STYLE, TITLE, Line, finding_lines, to_string
 
@@ -136,17 +138,28 @@ def _block(findings: Sequence[Finding]) -> list[Line]:
 
 
 def merged_fix(findings: Sequence[Finding]) -> str | None:
-    """One command for FINDINGS whose fixes differ only in their last word (the package):
-    ``pip install --no-deps a==1 b==2``, ``pip uninstall --yes c d``."""
+    """One command for FINDINGS whose remedies differ only in the package they name (the
+    command's last word): ``pip install --no-deps a==1 b==2``, ``pip uninstall --yes c d``."""
     import shlex
 
-    argvs = [f.fix.argv for f in findings if f.fix is not None]
-    if len(argvs) != len(findings) or not argvs:
+    remedies = [
+        f.fix.remedies[0] for f in findings if f.fix is not None and len(f.fix.remedies) == 1
+    ]
+    if len(remedies) != len(findings) or not remedies:
         return None
-    base = argvs[0][:-1]
-    if any(argv[:-1] != base for argv in argvs):
+    keys = {_but_its_package(r) for r in remedies}
+    if len(keys) != 1 or None in keys:
         return None
-    return shlex.join([*base, *(argv[-1] for argv in argvs)])
+    return shlex.join([*argv(remedies[0])[:-1], *(argv(r)[-1] for r in remedies)])
+
+
+def _but_its_package(remedy: Remedy) -> Remedy | None:
+    """REMEDY less the package it names last: an install of one requirement, an uninstall."""
+    if isinstance(remedy, Install) and len(remedy.requirements) == 1:
+        return replace(remedy, requirements=())
+    if isinstance(remedy, Uninstall):
+        return replace(remedy, name="")
+    return None
 
 
 def _verdict(report: LockReport, findings: Sequence[Finding]) -> Line:
