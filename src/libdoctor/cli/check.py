@@ -43,10 +43,13 @@ def run(args: argparse.Namespace) -> int:
 
     progress = bar.bytes_factory(args.deep and bar.wanted(args) and args.format == "text")
     cache_dir = common.check_cache_dir(args)
-    target = common.discover_target(args)
-    report = check(
-        target,
+    common.refuse_root(args)
+    report = check(  # the one place the target is discovered
+        args.target,
         args.deep,
+        python=args.python,
+        root=args.image_root,
+        files_are_interpreters=False,  # TARGET is a directory, --python the interpreter
         select=args.select,
         ignore=args.ignore,
         show_all=args.all,
