@@ -76,5 +76,5 @@ def renderers(args: argparse.Namespace, report: api.Report) -> dict[str, Callabl
         "text": lambda: check_report.render_text(run, diagnosis, color=color, verbose=args.verbose),
         "json": lambda: check_report.render_json(run, diagnosis, target_dict(report.target)),
         "html": lambda: check_report.render_html(run, diagnosis),
-        "sarif": lambda: common.sarif_report(report.findings, report.target.prefix),
+        "sarif": lambda: check_report.render_sarif(run, diagnosis),
     }
