@@ -108,7 +108,6 @@ def check(
     progress: ProgressFactory | None = None,
     reuse: bool = False,
     files_are_interpreters: bool = True,
-    failing_imports: bool = False,
 ) -> Report:
     """Every check on TARGET (read only), as ``libdoctor check`` runs it. DEEP: also compare
     file hashes. CACHE_DIR: where digests and parsed RECORDs and ELF files are kept between
@@ -117,9 +116,7 @@ def check(
     REUSE (with a CACHE_DIR): the findings of the last such run, if nothing it read has
     changed since (``analysis.reuse``); its ``run`` then holds no model (``environment``).
     TARGET, PYTHON, ROOT and FILES_ARE_INTERPRETERS: as ``resolve_target`` reads them, the
-    one place the target is discovered. FAILING_IMPORTS: also trace the extension modules
-    whose load fails on a library a shown ``unresolved-library`` finding names (the loader
-    emulation runs once more), on ``run.failing``: the HTML page's trees."""
+    one place the target is discovered."""
     if reuse and cache_dir is not None:
         from libdoctor.analysis.reuse import run_check
     else:
@@ -127,16 +124,13 @@ def check(
     from libdoctor.analysis.run import CheckOptions, filter_findings, loader_context
 
     found = resolve_target(target, python, root=root, files_are_interpreters=files_are_interpreters)
-    context = (  # built where the loader work runs (possibly a forked child), if at all
-        functools.partial(loader_context, dict(os.environ), os.getcwd(), found)
-        if libraries
-        else None
-    )
     options = CheckOptions(
         deep=deep,
         cache_dir=cache_dir,
         workers=workers,
-        libraries=context,
+        libraries=functools.partial(loader_context, dict(os.environ), os.getcwd(), found)
+        if libraries
+        else None,
         caches=dict(os.environ) if found.root == "/" else None,  # not an image's: the host's
     )
     report = run_check(found, options, progress=progress)
@@ -146,10 +140,6 @@ def check(
         frozenset(ignore),
         show_all,
     )
-    if failing_imports:
-        from libdoctor.analysis.tree import failing_imports_of
-
-        report = replace(report, failing=failing_imports_of(report, shown, context))
     return Report(
         target=found,
         findings=tuple(shown),

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from libdoctor.findings import CODES, Finding, Severity
 
 if TYPE_CHECKING:  # the steps import what they run: a reused check (analysis.reuse) runs none
-    from libdoctor.analysis.tree import FailingImport
     from libdoctor.checks.verdict import Digests
     from libdoctor.disk.hashing import HashStats, ProgressFactory
     from libdoctor.disk.stat import Disk, FileState
@@ -67,9 +66,6 @@ class Report:
     environment: Environment | None = field(default=None, compare=False, repr=False)
     disk: Disk | None = field(default=None, compare=False, repr=False)
     digests: Digests | None = field(default=None, compare=False, repr=False)
-    # The extension modules whose load fails on a library a shown ``unresolved-library``
-    # finding names, traced when asked (``api.check``'s FAILING_IMPORTS: the HTML page's).
-    failing: tuple[FailingImport, ...] = field(default=(), compare=False, repr=False)
 
 
 def run_checks(

@@ -7,11 +7,10 @@ The root is named by the user either as a path or as an extension module's dotte
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from libdoctor.analysis.libraries import SystemOwners, analyse_libraries, system_owners
-from libdoctor.analysis.run import Report
 from libdoctor.checks.libraries import framework_preloads
 from libdoctor.disk.stat import Disk
 from libdoctor.environment.model import Environment
@@ -19,7 +18,6 @@ from libdoctor.environment.rooted import Rooted
 from libdoctor.environment.target import Target
 from libdoctor.errors import LibdoctorError
 from libdoctor.external.ospackages import SystemPackages
-from libdoctor.findings import Finding
 from libdoctor.loader.dlopened import expected, runtime_edges
 from libdoctor.loader.extensions import (
     LibraryAnalysis,
@@ -166,22 +164,3 @@ def failing_imports(
             tree = DependencyTree(closure.root, closure, env)
             found.append(FailingImport(module_name(closure.root, sites), library, chain, tree))
     return tuple(found)
-
-
-def failing_imports_of(
-    report: Report,
-    findings: Sequence[Finding],
-    libraries: LoaderContext | Callable[[], LoaderContext] | None,
-) -> tuple[FailingImport, ...]:
-    """The extension modules whose load fails on a library an ``unresolved-library`` finding
-    of FINDINGS names, each with its chain and tree: the loader emulation runs once more, on
-    REPORT's model, with LIBRARIES (the run's loader inputs; None: no loader checks)."""
-    names = [
-        str(f.evidence["library"])
-        for f in findings
-        if f.code == "unresolved-library" and "library" in f.evidence
-    ]
-    if not names or libraries is None or report.environment is None or report.disk is None:
-        return ()
-    context = libraries() if callable(libraries) else libraries
-    return failing_imports(report.environment, report.disk, context, names)

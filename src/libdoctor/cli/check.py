@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from libdoctor.cli import common
@@ -11,6 +12,9 @@ from libdoctor.cli import progress as bar
 
 if TYPE_CHECKING:
     from libdoctor import api
+    from libdoctor.analysis.run import Report
+    from libdoctor.analysis.tree import FailingImport
+    from libdoctor.findings import Finding
 
 
 COMMAND = common.Command(
@@ -39,7 +43,6 @@ def run(args: argparse.Namespace) -> int:
 
     progress = bar.bytes_factory(args.deep and bar.wanted(args) and args.format == "text")
     cache_dir = common.check_cache_dir(args)
-    html = args.html is not None or args.format == "html"
     common.refuse_root(args)
     report = check(  # the one place the target is discovered
         args.target,
@@ -54,8 +57,7 @@ def run(args: argparse.Namespace) -> int:
         cache_dir=cache_dir,
         workers=args.workers,
         progress=progress,
-        reuse=not html,  # HTML draws from the model
-        failing_imports=html,
+        reuse=args.html is None and args.format != "html",  # HTML draws from the model
     )
     common.keep_until_exit(report)
     common.write_formats(args, renderers(args, report))
@@ -70,11 +72,30 @@ def renderers(args: argparse.Namespace, report: api.Report) -> dict[str, Callabl
 
     run = report.run
     assert run is not None
-    diagnosis = report.diagnosis
+    shown, diagnosis = report.findings, report.diagnosis
     color = common.use_color(args)
     return {
         "text": lambda: check_report.render_text(run, diagnosis, color=color, verbose=args.verbose),
         "json": lambda: check_report.render_json(run, diagnosis, target_dict(report.target)),
-        "html": lambda: check_report.render_html(run, diagnosis),
+        "html": lambda: check_report.render_html(run, diagnosis, failing_imports(args, run, shown)),
         "sarif": lambda: check_report.render_sarif(run, diagnosis),
     }
+
+
+def failing_imports(
+    args: argparse.Namespace, report: Report, findings: Sequence[Finding]
+) -> tuple[FailingImport, ...]:
+    """The extension modules whose load fails on a library an ``unresolved-library`` finding
+    names, each with its chain and tree (the loader emulation runs once more, for HTML only)."""
+    libraries = [
+        str(f.evidence["library"])
+        for f in findings
+        if f.code == "unresolved-library" and "library" in f.evidence
+    ]
+    if not libraries or args.no_libraries or report.environment is None or report.disk is None:
+        return ()
+    from libdoctor.analysis.run import loader_context
+    from libdoctor.analysis.tree import failing_imports as failing
+
+    context = loader_context(dict(os.environ), os.getcwd(), report.target)
+    return failing(report.environment, report.disk, context, libraries)

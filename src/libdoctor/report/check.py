@@ -8,7 +8,7 @@ this runs on every ``check``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.analysis.shown import summary
@@ -18,6 +18,7 @@ from libdoctor.version import __version__
 if TYPE_CHECKING:
     from libdoctor.analysis.run import Report
     from libdoctor.analysis.shown import Diagnosis
+    from libdoctor.analysis.tree import FailingImport
     from libdoctor.environment.target import Target
 
 
@@ -60,16 +61,16 @@ def render_json(report: Report, diagnosis: Diagnosis, target: Mapping[str, Any])
     return dumps(document)
 
 
-def render_html(report: Report, diagnosis: Diagnosis) -> str:
+def render_html(report: Report, diagnosis: Diagnosis, failing: Sequence[FailingImport] = ()) -> str:
     """One self-contained page: the diagnosis as the text shows it, the findings by
-    distribution and the library trees of the failing imports the run traced."""
+    distribution and the library trees of FAILING imports."""
     from libdoctor.report.causes import causes_lines
     from libdoctor.report.html import check_html
 
     lines = causes_lines("", summary(report), diagnosis, False)
     while lines and not lines[0].spans:
         lines.pop(0)
-    return check_html(header(report), lines, diagnosis.findings, report.failing)
+    return check_html(header(report), lines, diagnosis.findings, failing)
 
 
 def render_sarif(report: Report, diagnosis: Diagnosis) -> str:
