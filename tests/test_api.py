@@ -234,3 +234,16 @@ def test_install_then_uninstall(
         f"libdoctor uninstall apinew {venv.path}",
     ]
     assert capsys.readouterr() == ("", "")
+
+
+def test_check_reads_a_target_as_the_cli_does(tmp_path: Path) -> None:
+    """TARGET, --python and --root are resolved in one place, api.check, for the CLI too:
+    there a file is no TARGET, and --root wants one (and no --python)."""
+    a_file = tmp_path / "python3"
+    a_file.write_bytes(b"")
+    with pytest.raises(libdoctor.LibdoctorError, match="is not a directory"):
+        libdoctor.check(a_file, files_are_interpreters=False)
+    with pytest.raises(libdoctor.LibdoctorError, match="--root needs TARGET"):
+        libdoctor.check(None, root=os.fspath(tmp_path))
+    with pytest.raises(libdoctor.LibdoctorError, match="--root needs TARGET"):
+        libdoctor.check(tmp_path, python=os.fspath(a_file), root=os.fspath(tmp_path))

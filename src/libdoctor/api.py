@@ -69,14 +69,26 @@ def resolve_target(
     target: TargetLike = None,
     python: str | None = None,
     environ: Mapping[str, str] | None = None,
+    *,
+    root: str | None = None,
+    files_are_interpreters: bool = True,
 ) -> Target:
     """TARGET as the CLI finds it, without argparse: a ``Target`` as it is, an environment
     (or site-packages) directory, or an interpreter (a file); with neither, PYTHON, else
-    ``$VIRTUAL_ENV``, ``$CONDA_PREFIX``, the running interpreter."""
+    ``$VIRTUAL_ENV``, ``$CONDA_PREFIX``, the running interpreter. ROOT: TARGET is a path as
+    the system mounted there names it (``--root``, read inside it). FILES_ARE_INTERPRETERS
+    False: a file TARGET is refused, as the CLI's TARGET is a directory (--python names
+    the interpreter)."""
     if isinstance(target, Target):
         return target
+    if root is not None:
+        from libdoctor.environment.target import under_root
+
+        if python is not None or target is None:
+            raise LibdoctorError("--root needs TARGET (the path inside the root), not --python")
+        return under_root(root, os.fspath(target))
     environ = os.environ if environ is None else environ
-    if target is not None and python is None and Path(target).is_file():
+    if files_are_interpreters and target is not None and python is None and Path(target).is_file():
         return discover(None, os.fspath(target), environ)
     return discover(None if target is None else os.fspath(target), python, environ)
 
@@ -86,6 +98,7 @@ def check(
     deep: bool = False,
     *,
     python: str | None = None,
+    root: str | None = None,
     select: Iterable[str] | None = None,
     ignore: Iterable[str] = (),
     show_all: bool = False,
@@ -94,20 +107,23 @@ def check(
     workers: int | None = None,
     progress: ProgressFactory | None = None,
     reuse: bool = False,
+    files_are_interpreters: bool = True,
 ) -> Report:
     """Every check on TARGET (read only), as ``libdoctor check`` runs it. DEEP: also compare
     file hashes. CACHE_DIR: where digests and parsed RECORDs and ELF files are kept between
     runs (``libdoctor check`` passes the user's cache dir), None for no cache. SELECT, IGNORE
     and SHOW_ALL pick the findings shown as ``--select``, ``--ignore`` and ``--all`` do.
     REUSE (with a CACHE_DIR): the findings of the last such run, if nothing it read has
-    changed since (``analysis.reuse``); its ``run`` then holds no model (``environment``)."""
+    changed since (``analysis.reuse``); its ``run`` then holds no model (``environment``).
+    TARGET, PYTHON, ROOT and FILES_ARE_INTERPRETERS: as ``resolve_target`` reads them, the
+    one place the target is discovered."""
     if reuse and cache_dir is not None:
         from libdoctor.analysis.reuse import run_check
     else:
         from libdoctor.analysis.overlap import run_check
     from libdoctor.analysis.run import CheckOptions, filter_findings, loader_context
 
-    found = resolve_target(target, python)
+    found = resolve_target(target, python, root=root, files_are_interpreters=files_are_interpreters)
     options = CheckOptions(
         deep=deep,
         cache_dir=cache_dir,

@@ -43,10 +43,13 @@ def run(args: argparse.Namespace) -> int:
 
     progress = bar.bytes_factory(args.deep and bar.wanted(args) and args.format == "text")
     cache_dir = common.check_cache_dir(args)
-    target = common.discover_target(args)
-    report = check(
-        target,
+    common.refuse_root(args)
+    report = check(  # the one place the target is discovered
+        args.target,
         args.deep,
+        python=args.python,
+        root=args.image_root,
+        files_are_interpreters=False,  # TARGET is a directory, --python the interpreter
         select=args.select,
         ignore=args.ignore,
         show_all=args.all,
@@ -75,7 +78,7 @@ def renderers(args: argparse.Namespace, report: api.Report) -> dict[str, Callabl
         "text": lambda: check_report.render_text(run, diagnosis, color=color, verbose=args.verbose),
         "json": lambda: check_report.render_json(run, diagnosis, target_dict(report.target)),
         "html": lambda: check_report.render_html(run, diagnosis, failing_imports(args, run, shown)),
-        "sarif": lambda: common.sarif_report(shown, report.target.prefix),
+        "sarif": lambda: check_report.render_sarif(run, diagnosis),
     }
 
 

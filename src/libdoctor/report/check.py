@@ -71,3 +71,10 @@ def render_html(report: Report, diagnosis: Diagnosis, failing: Sequence[FailingI
     while lines and not lines[0].spans:
         lines.pop(0)
     return check_html(header(report), lines, diagnosis.findings, failing)
+
+
+def render_sarif(report: Report, diagnosis: Diagnosis) -> str:
+    """The findings shown as SARIF (``report.sarif``), paths relative to the target."""
+    from libdoctor.report.sarif import render
+
+    return render(diagnosis.findings, report.target.prefix)
