@@ -7,7 +7,8 @@ import json
 
 from libdoctor.analysis.causes import Cause, group_causes
 from libdoctor.analysis.run import Report as RunReport
-from libdoctor.analysis.shown import Diagnosis, check_document, shown_by_default
+from libdoctor.analysis.run import shown_by_default
+from libdoctor.analysis.shown import Diagnosis, check_document
 from libdoctor.api import Report
 from libdoctor.document import target_dict
 from libdoctor.environment.target import SiteDir, Target

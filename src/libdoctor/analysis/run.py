@@ -333,3 +333,10 @@ def filter_findings(
         shown.append(finding)
     order = {s: i for i, s in enumerate(sorted(Severity, reverse=True))}
     return sorted(shown, key=lambda f: (order[f.severity], f.code, f.message))
+
+
+def shown_by_default(findings: Sequence[Finding]) -> list[Finding]:
+    """FINDINGS as ``check`` shows them without ``--select``, ``--ignore`` or ``--all``: what
+    a report about a change compares (plan, fix, uninstall), so a code hidden by default never
+    turns up as new or resolved when ``check`` would not have shown it."""
+    return filter_findings(findings, None, frozenset(), False)

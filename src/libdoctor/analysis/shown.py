@@ -4,7 +4,7 @@
 root cause (``Diagnosis``, as ``api.Report`` is made); the text, the JSON and the HTML page
 render those causes, none groups again. plan, fix and
 uninstall compare the findings before and after a change: both sides, and the exit code,
-go through ``shown_by_default``, so a code hidden by default never turns up as new or
+go through ``analysis.run.shown_by_default``, so a code hidden by default never turns up as new or
 resolved when ``check`` would not have shown it in the first place.
 """
 
@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from libdoctor.analysis.causes import Cause, combined_fix, group_causes
-from libdoctor.analysis.run import filter_findings
 from libdoctor.document import findings_document
 from libdoctor.findings import Finding, Fix
 
@@ -37,11 +36,6 @@ class Diagnosis:
     def of(cls, findings: Sequence[Finding]) -> Diagnosis:
         causes = tuple(group_causes(findings))
         return cls(tuple(findings), causes, combined_fix(causes))
-
-
-def shown_by_default(findings: Sequence[Finding]) -> list[Finding]:
-    """FINDINGS as ``check`` shows them without ``--select``, ``--ignore`` or ``--all``."""
-    return filter_findings(findings, None, frozenset(), False)
 
 
 def summary(report: Report) -> dict[str, Any]:

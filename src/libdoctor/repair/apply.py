@@ -16,14 +16,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from libdoctor.analysis.run import filter_findings, run_checks
+from libdoctor.analysis.run import run_checks, shown_by_default
 from libdoctor.disk.stat import RealDisk
 from libdoctor.environment.model import build_environment
 from libdoctor.external.installers import InstallerOptions, Notify
 from libdoctor.external.process import checkpoint
 from libdoctor.findings import Finding, Severity
 from libdoctor.repair.backup import backup_root
-from libdoctor.repair.retention import keep_count, prune
 from libdoctor.repair.run import RunResult, run_steps
 from libdoctor.whatif.plan import FindingDiff, Plan, Step, diff_findings
 
@@ -184,9 +183,9 @@ class GuardedResult:
 
 
 def shown(findings: Sequence[Finding]) -> tuple[Finding, ...]:
-    """The findings ``check`` shows without ``--all``: a report about a change compares
-    these, so a code hidden by default never turns up as new or resolved."""
-    return tuple(filter_findings(findings, None, frozenset(), False))
+    """The findings ``check`` shows without ``--all`` (``analysis.run.shown_by_default``),
+    as the value a change's result keeps."""
+    return tuple(shown_by_default(findings))
 
 
 def command_line(verb: str, items: Sequence[str], target: Target, flags: Sequence[str]) -> str:
@@ -233,6 +232,8 @@ def apply(
     if not result.ok:
         _tell_failure(result, progress.notify)
         return Outcome(result, shown(before), None, None, new_errors=False)
+    from libdoctor.repair.retention import keep_count, prune  # after a run only
+
     keep = keep_count(options.env, options.keep)
     pruned = tuple(prune(options.backups, target.prefix, keep))
     for info in pruned:

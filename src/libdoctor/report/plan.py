@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from libdoctor.analysis.shown import shown_by_default
+from libdoctor.analysis.run import shown_by_default
 from libdoctor.checks.wording import plural
 from libdoctor.document import dumps, findings_document, named
 from libdoctor.environment.paths import display
